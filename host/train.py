@@ -1,0 +1,303 @@
+"""Training runs: one driver for every backend, one report format.
+
+A run takes a data set held in memory (scaled to [-1, 1]) or a ``.zsgd`` file, trains epoch by
+epoch on a backend and records, per epoch, the training loss, the loss the engine accumulated
+and the bytes streamed.  Backends:
+
+``float``
+    float64 mini-batch SGD on the unquantized scaled data (:mod:`zipsgd.golden.float_sgd`).
+``golden``
+    the bit-exact engine model (:class:`zipsgd.golden.engine.GoldenEngine`) reading the packed
+    stream; each epoch is quantized afresh with ``epoch_rng(seed, epoch)`` (the paper's
+    refetching), or read from the file.
+
+Step sizes follow ``gamma_k = alpha / k`` for epoch ``k`` (from 1).  The engine's registers get
+``alpha_k / B`` (step), ``eta = gamma*l2/(1+gamma*l2)`` (decay) and ``gamma*l1/(1+gamma*l2)``
+(threshold), each rounded to the nearest register word.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .. import __version__
+from ..errors import ConfigError, DatasetError
+from ..golden.engine import GoldenEngine
+from ..golden.float_sgd import SgdSettings, closed_form_optimum, objective, \
+    proximal_gradient_optimum, sgd_epoch
+from ..spec.engine import DECAY_FRAC, DECAY_WIDTH, STEP_FRAC, STEP_WIDTH, EngineParams, \
+    RunConfig, UpdateMode
+from ..spec.fixed import RoundingMode
+from ..spec.stream import Encoding, StreamLayout, pack_fields
+from .datasets import open_source
+from .quantize import epoch_rng, quantize_fields
+from .scaling import ColumnStats, Scaler
+from .zsgd_file import Scaling, StreamFile
+
+__all__ = ["TrainSettings", "ScaledData", "load_scaled", "train_in_memory", "train_stream_file", "BACKENDS",
+           "engine_run_config", "lssvm_labels"]
+
+BACKENDS = ("float", "golden")
+LOSSES = ("squared", "lssvm")
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Everything that defines a training run (stored verbatim in the report)."""
+
+    backend: str = "golden"
+    encoding: str = "double"
+    bits: int = 4
+    bus_width: int = 64
+    epochs: int = 10
+    batch_size: int = 16
+    step_size: float = 0.5
+    loss: str = "squared"
+    l2: float = 0.0
+    l1: float = 0.0
+    seed: int = 0
+    update_mode: str = "exact"
+    rounding: str = "stochastic"
+    model_width: int = 32
+    model_frac: int = 24
+    grad_width: int = 32
+    grad_frac: int = 24
+    max_features: int = 32768
+    max_batch: int = 1024
+
+    def __post_init__(self):
+        if self.backend not in BACKENDS + ("verilator",):
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, "
+                              f"found {self.backend!r}")
+        if self.loss not in LOSSES:
+            raise ConfigError(f"loss must be squared or lssvm, found {self.loss!r}")
+        if not isinstance(self.epochs, int) or self.epochs < 1:
+            raise ConfigError(f"epochs must be >= 1, found {self.epochs!r}")
+        if not self.step_size > 0:
+            raise ConfigError(f"step size must be > 0, found {self.step_size!r}")
+        if self.l1 < 0 or self.l2 < 0:
+            raise ConfigError(f"l1 and l2 must be >= 0, found {self.l1}, {self.l2}")
+        if self.update_mode not in ("exact", "delayed"):
+            raise ConfigError(f"update mode must be exact or delayed, found "
+                              f"{self.update_mode!r}")
+        try:
+            RoundingMode[self.rounding.upper().replace("-", "_")]
+        except KeyError:
+            raise ConfigError("rounding must be truncate, half-even or stochastic, found "
+                              f"{self.rounding!r}") from None
+        self.layout()  # validates encoding, bits, bus width
+        self.engine_params()
+
+    def layout(self) -> StreamLayout:
+        return StreamLayout.make(self.encoding, self.bits, self.bus_width)
+
+    def engine_params(self) -> EngineParams:
+        return EngineParams(self.bus_width, self.max_features, self.max_batch)
+
+    def gamma(self, epoch: int) -> float:
+        return self.step_size / epoch
+
+
+@dataclass
+class ScaledData:
+    """A data set in memory, scaled to [-1, 1], with what maps a model back to original units.
+
+    ``inverse_model(weights) -> (coef, intercept)`` maps a model on scaled data to original
+    units; ``label_scale`` converts scaled losses (``loss * label_scale**2``).
+    """
+
+    name: str
+    labels: np.ndarray
+    features: np.ndarray
+    inverse_model: Callable[[np.ndarray], tuple[np.ndarray, float]]
+    label_scale: float = 1.0
+    extra: dict = field(default_factory=dict)
+
+
+def load_scaled(spec: str, *, loss: str = "squared", scaling="maxabs", label_column: int = 0,
+                intercept: bool = False) -> ScaledData:
+    """Read a data source into memory and scale it to [-1, 1] (``lssvm``: labels to -1/+1
+    first, so their scale is 1).
+
+    Raises
+    ------
+    DatasetError
+        For unreadable or invalid data.
+    """
+    source = open_source(spec, label_column=label_column)
+    labels, features = source.arrays()
+    if loss == "lssvm":
+        labels = lssvm_labels(labels)
+    stats = ColumnStats.from_arrays(labels, features)
+    scaler = Scaler.from_stats(stats, Scaling.parse(scaling), intercept=intercept)
+    scaled_labels, scaled_features = scaler.transform(labels, features)
+    extra = {}
+    if getattr(source, "true_model", None) is not None:
+        extra["true_model"] = np.asarray(source.true_model).tolist()
+    return ScaledData(source.name, scaled_labels, scaled_features, scaler.inverse_model,
+                      float(scaler.scales[0]), extra)
+
+
+def lssvm_labels(labels: np.ndarray) -> np.ndarray:
+    """Map a two-class label vector to -1 (smaller value) and +1 (larger value)."""
+    classes = np.unique(labels)
+    if classes.size != 2:
+        raise DatasetError(f"the lssvm loss needs exactly two label values, found {classes.size}")
+    return np.where(labels == classes[1], 1.0, -1.0)
+
+
+def _word(value: float, frac: int, width: int, what: str, allow_zero: bool = False) -> int:
+    word = int(round(value * (1 << frac)))
+    if word >= 1 << width:
+        raise ConfigError(f"{what} {value:g} does not fit its register (max "
+                          f"{((1 << width) - 1) / (1 << frac):g})")
+    if word == 0 and value > 0 and not allow_zero:
+        raise ConfigError(f"{what} {value:g} rounds to 0 in its register (resolution "
+                          f"{2.0 ** -frac:g}); use a larger step size or smaller batch")
+    return word
+
+
+def engine_run_config(settings: TrainSettings, n_features: int, epoch: int) -> RunConfig:
+    """The register settings for ``epoch`` (from 1) of a run."""
+    gamma = settings.gamma(epoch)
+    shrink = 1.0 + gamma * settings.l2
+    return RunConfig(
+        encoding=Encoding.parse(settings.encoding), bits=settings.bits, n_features=n_features,
+        batch_size=settings.batch_size, model_width=settings.model_width,
+        model_frac=settings.model_frac, grad_width=settings.grad_width,
+        grad_frac=settings.grad_frac,
+        step=_word(gamma / settings.batch_size, STEP_FRAC, STEP_WIDTH, "step size / batch"),
+        decay=_word(gamma * settings.l2 / shrink, DECAY_FRAC, DECAY_WIDTH, "L2 decay"),
+        threshold=_word(gamma * settings.l1 / shrink, settings.model_frac, 31, "L1 threshold",
+                        allow_zero=True),
+        rounding=RoundingMode[settings.rounding.upper().replace("-", "_")],
+        update_mode=UpdateMode[settings.update_mode.upper()],
+        seed=settings.seed & 0xFFFF_FFFF,
+    )
+
+
+def _optimum(data: ScaledData, settings: TrainSettings) -> dict:
+    if settings.l1 > 0:
+        model = proximal_gradient_optimum(data.features, data.labels, settings.l2, settings.l1)
+        method = "proximal gradient (ISTA) to convergence"
+    else:
+        model = closed_form_optimum(data.features, data.labels, settings.l2)
+        method = "closed form"
+    loss = objective(data.features, data.labels, model, settings.l2, settings.l1)
+    return {"loss": loss, "loss_original_units": loss * data.label_scale**2, "method": method,
+            "model_scaled": model.tolist()}
+
+
+def _report_base(source: str, settings: TrainSettings, n_samples: int, n_features: int) -> dict:
+    return {"zipsgd_version": __version__, "source": source, "settings": asdict(settings),
+            "seed": settings.seed, "n_samples": n_samples, "n_features": n_features,
+            "layout": str(settings.layout()), "epochs": []}
+
+
+def _finish(report: dict, model_scaled: np.ndarray, inverse_model, engine) -> dict:
+    coef, intercept = inverse_model(model_scaled)
+    report["model"] = {"coef": np.asarray(coef).tolist(), "intercept": float(intercept),
+                       "scaled": np.asarray(model_scaled).tolist()}
+    if engine is not None:
+        cfg = engine.config
+        report["model_words"] = engine.model.tolist()
+        report["model_format"] = [cfg.model_width, cfg.model_frac]
+    report["bytes_streamed"] = sum(e["bytes_streamed"] for e in report["epochs"])
+    return report
+
+
+def train_in_memory(data: ScaledData, settings: TrainSettings, progress=None) -> dict:
+    """Train on a scaled in-memory data set; returns the report (a JSON-ready dict).
+
+    ``progress``, if given, is called as ``progress(epoch, record)`` after every epoch.
+    """
+    labels = data.labels if settings.loss == "squared" else lssvm_labels(data.labels)
+    data = ScaledData(data.name, labels, data.features, data.inverse_model, data.label_scale,
+                      data.extra)
+    n_samples, n_features = data.features.shape
+    report = _report_base(data.name, settings, n_samples, n_features)
+    report["optimum"] = _optimum(data, settings)
+    layout = settings.layout()
+    engine = None
+    model = np.zeros(n_features)
+    for epoch in range(1, settings.epochs + 1):
+        started = time.perf_counter()
+        record = {"epoch": epoch, "gamma": settings.gamma(epoch)}
+        if settings.backend == "float":
+            sgd = SgdSettings(settings.batch_size, settings.gamma(epoch) * epoch, settings.l2,
+                              settings.l1, settings.update_mode == "delayed")
+            model = sgd_epoch(model, data.features, data.labels, epoch, sgd)
+            record["bytes_streamed"] = n_samples * (n_features + 1) * 4
+        elif settings.backend == "golden":
+            config = engine_run_config(settings, n_features, epoch)
+            if engine is None:
+                engine = GoldenEngine(settings.engine_params(), config)
+            else:
+                engine.configure(config)
+            fields = quantize_fields(data.labels, data.features, layout,
+                                     epoch_rng(settings.seed, epoch - 1))
+            status = engine.run_epoch(pack_fields(fields, layout))
+            model = engine.model / float(1 << config.model_frac)
+            record.update(_status_record(status, n_samples, data.label_scale, config))
+            record["bytes_streamed"] = status.beats * layout.beat_bytes
+        else:
+            raise ConfigError(f"backend {settings.backend!r} is not available here")
+        loss = objective(data.features, data.labels, model, settings.l2, settings.l1)
+        record["loss"] = loss
+        record["loss_original_units"] = loss * data.label_scale**2
+        record["seconds"] = time.perf_counter() - started
+        report["epochs"].append(record)
+        if progress is not None:
+            progress(epoch, record)
+    return _finish(report, model, data.inverse_model, engine)
+
+
+def _status_record(status, n_samples: int, label_scale: float, config: RunConfig) -> dict:
+    engine_loss = status.loss_sum / (2 * n_samples)
+    return {"engine_loss": engine_loss, "engine_loss_original_units": engine_loss * label_scale**2,
+            "loss_acc": status.loss_acc, "beats": status.beats, "samples": status.samples,
+            "updates": status.updates, "model_saturations": status.model_saturations,
+            "residual_saturations": status.residual_saturations,
+            "loss_saturated": status.loss_saturated, "step_word": config.step}
+
+
+def train_stream_file(stream: StreamFile, settings: TrainSettings, progress=None) -> dict:
+    """Train the golden engine on a ``.zsgd`` file; epoch ``k`` reads stored stream
+    ``(k - 1) mod epoch_count``.  The file's encoding, bits and bus width override
+    ``settings``'.  Only the engine's own loss is known (the float data are not in the file)."""
+    header = stream.header
+    if settings.backend != "golden":
+        raise ConfigError(f"a .zsgd file trains on the golden backend, found "
+                          f"{settings.backend!r}")
+    layout = header.layout
+    settings = TrainSettings(**{**asdict(settings), "encoding": layout.encoding.name.lower(),
+                                "bits": layout.bits, "bus_width": layout.bus_width})
+    report = _report_base(str(stream.path), settings, header.n_samples, header.n_features)
+    engine = None
+    label_scale = float(header.scales[0])
+    for epoch in range(1, settings.epochs + 1):
+        started = time.perf_counter()
+        config = engine_run_config(settings, header.n_features, epoch)
+        if engine is None:
+            engine = GoldenEngine(settings.engine_params(), config)
+        else:
+            engine.configure(config)
+        status = engine.run_epoch(stream.epoch_payload((epoch - 1) % header.epoch_count))
+        record = {"epoch": epoch, "gamma": settings.gamma(epoch), "loss": None,
+                  **_status_record(status, header.n_samples, label_scale, config),
+                  "bytes_streamed": status.beats * layout.beat_bytes,
+                  "seconds": time.perf_counter() - started}
+        report["epochs"].append(record)
+        if progress is not None:
+            progress(epoch, record)
+    offsets, scales = header.offsets, header.scales
+
+    def inverse_model(weights):
+        coef = scales[0] * weights / scales[1:]
+        return coef, float(offsets[0] - coef @ offsets[1:])
+
+    return _finish(report, engine.model / float(1 << settings.model_frac), inverse_model, engine)

@@ -1,0 +1,328 @@
+"""The ``.zsgd`` file: a versioned, CRC-protected container for packed sample streams.
+
+Layout (all integers little-endian; ``docs/FORMAT.md`` has the worked example)::
+
+    offset  size  field
+    0       8     magic  b"\\x89ZSGD\\r\\n\\x1a"
+    8       2     version (1)
+    10      4     header_bytes: size of the whole header, scale table and header CRC included
+    14      1     encoding (0 double, 1 single, 2 raw32)
+    15      1     bits (1..8; 32 for raw32)
+    16      2     bus_width (64, 128, 256, 512)
+    18      1     label_format (0: the label is field 0 of every sample, encoded like a feature)
+    19      1     scaling (0 maxabs, 1 minmax)
+    20      4     n_features
+    24      8     n_samples (per epoch)
+    32      4     epoch_first: epoch index of the first stream in the payload
+    36      4     epoch_count: streams in the payload, epochs epoch_first, epoch_first+1, ...
+    40      8     seed
+    48      4     beats_per_sample
+    52      8     payload_bytes
+    60      4     payload_crc32
+    64      16*(n_features+1)  scale table: (offset, scale) float64 pairs, label first
+    ...     4     header_crc32 of every header byte before it
+
+The payload follows the header: ``epoch_count`` streams of ``n_samples`` samples each, laid out
+by :mod:`zipsgd.spec.stream`.  A scaled value ``v`` stands for the original value
+``offset + scale * v``.
+
+Every problem with a file raises :class:`~zipsgd.errors.StreamFormatError`.  Files are written to
+a temporary file in the destination folder and renamed into place; an existing file is replaced
+only with ``force=True``.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import struct
+import tempfile
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError, OutputExistsError, StreamFormatError
+from ..spec.stream import MAX_FEATURES, Encoding, StreamLayout
+
+__all__ = ["MAGIC", "VERSION", "Scaling", "LabelFormat", "StreamHeader", "StreamWriter",
+           "StreamFile", "atomic_output", "write_stream", "with_epochs"]
+
+MAGIC = b"\x89ZSGD\r\n\x1a"
+VERSION = 1
+_FIXED = struct.Struct("<8sHIBBHBBIQIIQIQI")
+FIXED_BYTES = _FIXED.size  # 64
+_SCALE_ENTRY = 16
+_CRC_BYTES = 4
+#: Upper bound on the number of samples in one epoch the format accepts.
+MAX_SAMPLES = 1 << 40
+#: Upper bound on epochs stored in one file.
+MAX_EPOCHS = 1 << 16
+
+
+class Scaling(enum.IntEnum):
+    """How original values were mapped to [-1, 1]: ``v = (x - offset) / scale``."""
+
+    MAXABS = 0  #: offset 0, scale max|x| (zeros stay zero: sparse data stays sparse)
+    MINMAX = 1  #: offset (max+min)/2, scale (max-min)/2
+
+    @classmethod
+    def parse(cls, name) -> Scaling:
+        if isinstance(name, Scaling):
+            return name
+        try:
+            return cls[str(name).upper()]
+        except KeyError:
+            raise ConfigError(f"scaling must be maxabs or minmax, found {name!r}") from None
+
+
+class LabelFormat(enum.IntEnum):
+    #: The label is field 0 of every sample, quantized with the stream's encoding.
+    FIELD0 = 0
+
+
+@dataclass(frozen=True)
+class StreamHeader:
+    """Everything the header of a ``.zsgd`` file says (CRCs apart)."""
+
+    layout: StreamLayout
+    n_features: int
+    n_samples: int
+    seed: int
+    scaling: Scaling
+    offsets: np.ndarray  # float64, shape (n_features + 1,), label first
+    scales: np.ndarray   # float64, shape (n_features + 1,), label first
+    epoch_first: int = 0
+    epoch_count: int = 1
+    label_format: LabelFormat = LabelFormat.FIELD0
+
+    @property
+    def beats_per_sample(self) -> int:
+        return self.layout.beats_per_sample(self.n_features)
+
+    @property
+    def sample_bytes(self) -> int:
+        return self.layout.sample_bytes(self.n_features)
+
+    @property
+    def epoch_bytes(self) -> int:
+        return self.n_samples * self.sample_bytes
+
+    @property
+    def payload_bytes(self) -> int:
+        return self.epoch_bytes * self.epoch_count
+
+    @property
+    def header_bytes(self) -> int:
+        return FIXED_BYTES + _SCALE_ENTRY * (self.n_features + 1) + _CRC_BYTES
+
+    def encode(self, payload_crc32: int) -> bytes:
+        """The header bytes, header CRC included."""
+        fixed = _FIXED.pack(
+            MAGIC, VERSION, self.header_bytes, int(self.layout.encoding), self.layout.bits,
+            self.layout.bus_width, int(self.label_format), int(self.scaling), self.n_features,
+            self.n_samples, self.epoch_first, self.epoch_count, self.seed,
+            self.beats_per_sample, self.payload_bytes, payload_crc32)
+        table = np.column_stack([self.offsets, self.scales]).astype("<f8").tobytes()
+        body = fixed + table
+        return body + struct.pack("<I", zlib.crc32(body))
+
+
+def _decode_header(read) -> tuple[StreamHeader, int]:
+    """Parse a header from ``read(n) -> bytes``; returns (header, payload_crc32)."""
+    fixed = read(FIXED_BYTES)
+    if len(fixed) < FIXED_BYTES:
+        raise StreamFormatError(f"truncated header: expected {FIXED_BYTES} bytes, "
+                                f"found {len(fixed)}")
+    (magic, version, header_bytes, encoding, bits, bus_width, label_format, scaling, n_features,
+     n_samples, epoch_first, epoch_count, seed, beats_per_sample, payload_bytes,
+     payload_crc) = _FIXED.unpack(fixed)
+    if magic != MAGIC:
+        raise StreamFormatError(f"not a .zsgd file: expected magic {MAGIC!r}, found {magic!r}")
+    if version != VERSION:
+        raise StreamFormatError(f"unsupported .zsgd version: expected {VERSION}, "
+                                f"found {version}")
+    if not 1 <= n_features <= MAX_FEATURES:
+        raise StreamFormatError(f"feature count must be in 1..{MAX_FEATURES}, found {n_features}")
+    expected_header = FIXED_BYTES + _SCALE_ENTRY * (n_features + 1) + _CRC_BYTES
+    if header_bytes != expected_header:
+        raise StreamFormatError(f"header size: expected {expected_header} bytes for "
+                                f"{n_features} features, found {header_bytes}")
+    rest = read(header_bytes - FIXED_BYTES)
+    if len(rest) < header_bytes - FIXED_BYTES:
+        raise StreamFormatError(f"truncated header: expected {header_bytes} bytes, found "
+                                f"{FIXED_BYTES + len(rest)}")
+    body, (header_crc,) = fixed + rest[:-_CRC_BYTES], struct.unpack("<I", rest[-_CRC_BYTES:])
+    if zlib.crc32(body) != header_crc:
+        raise StreamFormatError(f"header CRC-32 mismatch: stored {header_crc:#010x}, "
+                                f"computed {zlib.crc32(body):#010x}")
+    try:
+        layout = StreamLayout(Encoding(encoding), bits, bus_width)
+        scaling = Scaling(scaling)
+        label_format = LabelFormat(label_format)
+    except (ValueError, ConfigError) as error:
+        raise StreamFormatError(f"invalid header field: {error}") from None
+    if not 1 <= n_samples <= MAX_SAMPLES:
+        raise StreamFormatError(f"sample count must be in 1..{MAX_SAMPLES}, found {n_samples}")
+    if not 1 <= epoch_count <= MAX_EPOCHS:
+        raise StreamFormatError(f"epoch count must be in 1..{MAX_EPOCHS}, found {epoch_count}")
+    table = np.frombuffer(body[FIXED_BYTES:], dtype="<f8").reshape(n_features + 1, 2)
+    header = StreamHeader(layout, n_features, n_samples, seed, scaling,
+                          table[:, 0].astype(np.float64), table[:, 1].astype(np.float64),
+                          epoch_first, epoch_count, label_format)
+    if beats_per_sample != header.beats_per_sample:
+        raise StreamFormatError(f"beats per sample: expected {header.beats_per_sample} for "
+                                f"this layout, found {beats_per_sample}")
+    if payload_bytes != header.payload_bytes:
+        raise StreamFormatError(f"payload size: expected {header.payload_bytes} bytes, "
+                                f"found {payload_bytes}")
+    if not (np.isfinite(header.offsets).all() and np.isfinite(header.scales).all()
+            and (header.scales > 0).all()):
+        raise StreamFormatError("scale table: expected finite offsets and positive scales")
+    return header, payload_crc
+
+
+class atomic_output:
+    """Context manager: a temporary file next to ``path``, renamed onto it on success.
+
+    Refuses (``OutputExistsError``) to replace an existing ``path`` unless ``force``.  On an
+    exception the temporary file is removed and ``path`` is left as it was.
+    """
+
+    def __init__(self, path, force: bool = False, mode: str = "wb"):
+        self.path = Path(path)
+        self.force = force
+        self.mode = mode
+
+    def __enter__(self):
+        if self.path.exists() and not self.force:
+            raise OutputExistsError(f"{self.path} exists; pass --force to overwrite it")
+        folder = self.path.parent if str(self.path.parent) else Path(".")
+        if not folder.is_dir():
+            raise OutputExistsError(f"output folder {folder} does not exist")
+        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
+        self.file = os.fdopen(fd, self.mode)
+        return self.file
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                self.file.flush()
+                os.fsync(self.file.fileno())
+            self.file.close()
+            if exc_type is None:
+                os.replace(self.tmp, self.path)
+        finally:
+            if os.path.exists(self.tmp):
+                os.unlink(self.tmp)
+        return False
+
+
+class StreamWriter:
+    """Writes a ``.zsgd`` file from payload chunks, atomically.
+
+    Use as a context manager; call :meth:`write` with payload chunks (uint8 arrays or bytes) in
+    order.  On exit the byte count is checked against the header, the CRCs are filled in and the
+    file is renamed into place.
+    """
+
+    def __init__(self, path, header: StreamHeader, force: bool = False):
+        self.header = header
+        self._output = atomic_output(path, force)
+        self._crc = 0
+        self._written = 0
+
+    def __enter__(self):
+        self._file = self._output.__enter__()
+        self._file.write(b"\0" * self.header.header_bytes)
+        return self
+
+    def write(self, chunk) -> None:
+        data = memoryview(np.ascontiguousarray(chunk, dtype=np.uint8)).cast("B")
+        self._crc = zlib.crc32(data, self._crc)
+        self._written += len(data)
+        self._file.write(data)
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            try:
+                if self._written != self.header.payload_bytes:
+                    raise ValueError(f"payload: header promises {self.header.payload_bytes} "
+                                     f"bytes, {self._written} were written")
+                self._file.seek(0)
+                self._file.write(self.header.encode(self._crc))
+            except BaseException as error:
+                self._output.__exit__(type(error), error, error.__traceback__)
+                raise
+        return self._output.__exit__(exc_type, exc, tb)
+
+
+class StreamFile:
+    """A ``.zsgd`` file opened for reading.
+
+    Opening checks the header (magic, version, CRC, consistency) and the file size; with
+    ``verify_payload`` (the default) it also checks the payload CRC, reading the file once in
+    chunks.  The payload is memory-mapped, so files larger than RAM can be streamed.
+
+    Raises
+    ------
+    StreamFormatError
+        For any malformed, truncated or corrupt file, or one that cannot be read.
+    """
+
+    def __init__(self, path, verify_payload: bool = True):
+        self.path = Path(path)
+        try:
+            with open(self.path, "rb") as file:
+                self.header, self.payload_crc32 = _decode_header(file.read)
+            size = self.path.stat().st_size
+        except OSError as error:
+            raise StreamFormatError(f"cannot read {path}: {error.strerror or error}") from None
+        expected = self.header.header_bytes + self.header.payload_bytes
+        if size != expected:
+            kind = "truncated" if size < expected else "trailing bytes after payload"
+            raise StreamFormatError(f"{kind}: expected {expected} bytes, found {size}")
+        self._payload = np.memmap(self.path, dtype=np.uint8, mode="r",
+                                  offset=self.header.header_bytes,
+                                  shape=(self.header.payload_bytes,))
+        if verify_payload:
+            self.verify_payload()
+
+    def verify_payload(self, chunk_bytes: int = 1 << 24) -> None:
+        crc = 0
+        for start in range(0, self._payload.size, chunk_bytes):
+            crc = zlib.crc32(self._payload[start:start + chunk_bytes], crc)
+        if crc != self.payload_crc32:
+            raise StreamFormatError(f"payload CRC-32 mismatch: stored {self.payload_crc32:#010x},"
+                                    f" computed {crc:#010x}")
+
+    @property
+    def layout(self) -> StreamLayout:
+        return self.header.layout
+
+    def epoch_payload(self, index: int) -> np.ndarray:
+        """The packed stream of the ``index``-th epoch stored (0-based, memory-mapped)."""
+        if not 0 <= index < self.header.epoch_count:
+            raise IndexError(f"epoch index {index} outside 0..{self.header.epoch_count - 1}")
+        size = self.header.epoch_bytes
+        return self._payload[index * size:(index + 1) * size]
+
+    def iter_sample_chunks(self, index: int, max_samples: int = 65536) -> Iterator[np.ndarray]:
+        """The ``index``-th stored epoch in chunks of at most ``max_samples`` whole samples."""
+        payload = self.epoch_payload(index)
+        step = max_samples * self.header.sample_bytes
+        for start in range(0, payload.size, step):
+            yield payload[start:start + step]
+
+
+def write_stream(path, header: StreamHeader, chunks: Iterable, force: bool = False) -> None:
+    """Write ``chunks`` (payload pieces) as a ``.zsgd`` file described by ``header``."""
+    with StreamWriter(path, header, force) as writer:
+        for chunk in chunks:
+            writer.write(chunk)
+
+
+def with_epochs(header: StreamHeader, epoch_first: int, epoch_count: int) -> StreamHeader:
+    return replace(header, epoch_first=epoch_first, epoch_count=epoch_count)

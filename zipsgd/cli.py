@@ -1,0 +1,251 @@
+"""The ``zipsgd`` command line.
+
+Every subcommand turns bad input into exit status 2 and a one-line message on standard error
+(``zipsgd: error: ...``) naming what was expected and what was found; output files are written
+atomically and never replace an existing file without ``--force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import ZipsgdError
+
+__all__ = ["main", "build_parser"]
+
+
+def _format_pair(text: str) -> tuple[int, int]:
+    try:
+        width, frac = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected WL,FL (two integers), found {text!r}") \
+            from None
+    return width, frac
+
+
+def _add_quantize(sub) -> None:
+    p = sub.add_parser("quantize", help="scale, quantize and pack a data set into a .zsgd file")
+    p.add_argument("source", help="data source: FILE (.csv .npy .npz LIBSVM), synthetic:D, "
+                                  "sklearn:diabetes")
+    p.add_argument("-o", "--output", required=True, help="the .zsgd file to write")
+    p.add_argument("--bits", type=int, default=4, help="interval-index bits b, 1..8 (default 4)")
+    p.add_argument("--encoding", default="double", choices=["double", "single", "raw32"])
+    p.add_argument("--bus-width", type=int, default=64, help="bits per beat: 64 128 256 512")
+    p.add_argument("--seed", type=int, default=0, help="quantization seed (default 0)")
+    p.add_argument("--epochs", type=int, default=1,
+                   help="independently quantized epochs to store (default 1)")
+    p.add_argument("--epoch-first", type=int, default=0, help="index of the first epoch")
+    p.add_argument("--scaling", default="maxabs", choices=["maxabs", "minmax"])
+    p.add_argument("--intercept", action="store_true", help="append a constant-1 feature")
+    p.add_argument("--label-column", type=int, default=0,
+                   help="label column of CSV/NPY input (default 0; negative counts from the end)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing output")
+    p.set_defaults(run=_run_quantize)
+
+
+def _run_quantize(args) -> int:
+    from .host.datasets import open_source
+    from .host.pack import pack_source
+    from .spec.stream import StreamLayout
+
+    layout = StreamLayout.make(args.encoding, args.bits, args.bus_width)
+    source = open_source(args.source, label_column=args.label_column)
+    header = pack_source(source, args.output, layout, seed=args.seed, epochs=args.epochs,
+                         epoch_first=args.epoch_first, scaling=args.scaling,
+                         add_intercept=args.intercept, force=args.force)
+    print(f"wrote {args.output}: {header.n_samples} samples x {header.n_features} features, "
+          f"{layout}, {header.epoch_count} epoch(s), "
+          f"{header.header_bytes + header.payload_bytes} bytes")
+    return 0
+
+
+def _add_inspect(sub) -> None:
+    p = sub.add_parser("inspect", help="print a .zsgd file's header and sizes")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(run=_run_inspect)
+
+
+def _run_inspect(args) -> int:
+    from .host.zsgd_file import StreamFile
+    from .spec.stream import StreamLayout
+
+    stream = StreamFile(args.file)
+    h = stream.header
+    raw = StreamLayout.make("raw32", 32, h.layout.bus_width)
+    raw_bytes = raw.sample_bytes(h.n_features) * h.n_samples * h.epoch_count
+    info = {
+        "file": str(stream.path), "version": 1, "encoding": h.layout.encoding.name.lower(),
+        "bits": h.layout.bits, "bus_width": h.layout.bus_width,
+        "field_width": h.layout.field_width, "fields_per_beat": h.layout.fields_per_beat,
+        "n_samples": h.n_samples, "n_features": h.n_features,
+        "beats_per_sample": h.beats_per_sample, "epoch_first": h.epoch_first,
+        "epoch_count": h.epoch_count, "seed": h.seed, "scaling": h.scaling.name.lower(),
+        "label_format": h.label_format.name.lower(), "header_bytes": h.header_bytes,
+        "payload_bytes": h.payload_bytes, "payload_crc32": f"{stream.payload_crc32:#010x}",
+        "stored_bits_per_value": h.layout.stored_bits_per_value(h.n_features),
+        "raw32_payload_bytes": raw_bytes, "compression_vs_raw32": raw_bytes / h.payload_bytes,
+    }
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        width = max(len(k) for k in info)
+        for key, value in info.items():
+            shown = f"{value:.4g}" if isinstance(value, float) else value
+            print(f"{key:<{width}}  {shown}")
+    return 0
+
+
+def _add_train_options(p, epochs_default: int = 10) -> None:
+    p.add_argument("--backend", default="golden", choices=["float", "golden"],
+                   help="float64 SGD, or the bit-exact engine model (default)")
+    p.add_argument("--bits", type=int, default=4, help="interval-index bits b, 1..8")
+    p.add_argument("--encoding", default="double", choices=["double", "single", "raw32"])
+    p.add_argument("--bus-width", type=int, default=64)
+    p.add_argument("--epochs", type=int, default=epochs_default)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--step-size", type=float, default=0.5,
+                   help="alpha: epoch k uses step alpha/k (default 0.5)")
+    p.add_argument("--loss", default="squared", choices=["squared", "lssvm"])
+    p.add_argument("--l2", type=float, default=0.0, help="L2 regularization lambda")
+    p.add_argument("--l1", type=float, default=0.0, help="L1 regularization lambda")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--update-mode", default="exact", choices=["exact", "delayed"])
+    p.add_argument("--rounding", default="stochastic",
+                   choices=["truncate", "half-even", "stochastic"])
+    p.add_argument("--model-format", type=_format_pair, default=(32, 24), metavar="WL,FL")
+    p.add_argument("--grad-format", type=_format_pair, default=(32, 24), metavar="WL,FL")
+    p.add_argument("--scaling", default="maxabs", choices=["maxabs", "minmax"])
+    p.add_argument("--intercept", action="store_true", help="append a constant-1 feature")
+    p.add_argument("--label-column", type=int, default=0)
+
+
+def _settings(args):
+    from .host.train import TrainSettings
+
+    return TrainSettings(
+        backend=args.backend, encoding=args.encoding, bits=args.bits, bus_width=args.bus_width,
+        epochs=args.epochs, batch_size=args.batch_size, step_size=args.step_size,
+        loss=args.loss, l2=args.l2, l1=args.l1, seed=args.seed, update_mode=args.update_mode,
+        rounding=args.rounding, model_width=args.model_format[0],
+        model_frac=args.model_format[1], grad_width=args.grad_format[0],
+        grad_frac=args.grad_format[1])
+
+
+def _add_train(sub) -> None:
+    p = sub.add_parser("train", help="train a linear model on a data source or .zsgd file")
+    p.add_argument("source", help="data source (see quantize) or a .zsgd file")
+    _add_train_options(p)
+    p.add_argument("--report", help="write the run's JSON report here")
+    p.add_argument("--plot", help="write a loss-per-epoch plot (PNG) here")
+    p.add_argument("--force", action="store_true", help="overwrite existing report/plot")
+    p.set_defaults(run=_run_train)
+
+
+def _check_outputs(args, *names) -> None:
+    from .errors import OutputExistsError
+
+    for name in names:
+        path = getattr(args, name, None)
+        if path and Path(path).exists() and not args.force:
+            raise OutputExistsError(f"{path} exists; pass --force to overwrite it")
+
+
+def _run_train(args) -> int:
+    from tqdm import tqdm
+
+    from .host import report as reporting
+    from .host.train import load_scaled, train_in_memory, train_stream_file
+    from .host.zsgd_file import StreamFile
+
+    _check_outputs(args, "report", "plot")
+    settings = _settings(args)
+    bar = tqdm(total=settings.epochs, desc="train", unit="epoch", disable=None, leave=False)
+
+    def progress(epoch, record):
+        bar.update(1)
+        bar.set_postfix(loss=f"{record.get('loss') or record.get('engine_loss'):.4g}")
+
+    try:
+        if args.source.endswith(".zsgd"):
+            report = train_stream_file(StreamFile(args.source), settings, progress)
+        else:
+            data = load_scaled(args.source, loss=settings.loss, scaling=args.scaling,
+                               label_column=args.label_column, intercept=args.intercept)
+            report = train_in_memory(data, settings, progress)
+    finally:
+        bar.close()
+    reporting.print_epochs(report)
+    if args.report:
+        reporting.write_json(report, args.report, force=args.force)
+    if args.plot:
+        reporting.plot_losses({settings.backend: report}, args.plot, force=args.force,
+                              title=f"{report['source']} ({report['layout']})")
+    return 0
+
+
+def _add_study(sub) -> None:
+    p = sub.add_parser("study", help="rerun a study of the papers' claims")
+    which = p.add_subparsers(dest="study", required=True)
+    c = which.add_parser("convergence", help="final loss of float, single and double at b=1..8")
+    c.add_argument("--datasets", nargs="+", default=["synthetic:100", "sklearn:diabetes"])
+    c.add_argument("--bits", nargs="+", type=int, default=list(range(1, 9)))
+    c.add_argument("--epochs", type=int, default=None, help="override the per-dataset epochs")
+    c.add_argument("--out", default="docs/results", help="folder for the table and plots")
+    c.add_argument("--force", action="store_true", help="overwrite existing results")
+    c.set_defaults(run=_run_study)
+
+
+def _run_study(args) -> int:
+    from .host.study import run_convergence_study
+
+    run_convergence_study(args.datasets, bits=args.bits, epochs=args.epochs, out=args.out,
+                          force=args.force)
+    return 0
+
+
+def _add_demo(sub) -> None:
+    p = sub.add_parser("demo", help="quantize synthetic:100 and train float vs golden engine")
+    p.add_argument("--out", default="build/demo", help="folder for the demo's files")
+    p.add_argument("--epochs", type=int, default=8)
+    p.set_defaults(run=_run_demo)
+
+
+def _run_demo(args) -> int:
+    from .host.study import run_demo
+
+    run_demo(args.out, epochs=args.epochs)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zipsgd", description="Train linear models on low-precision data: host tools, "
+                                   "bit-exact engine model and hardware flow.")
+    parser.add_argument("--version", action="version", version=f"zipsgd {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_quantize, _add_inspect, _add_train, _add_study, _add_demo):
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``zipsgd`` command; returns the exit status (2 for bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except ZipsgdError as error:
+        print(f"zipsgd: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("zipsgd: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
