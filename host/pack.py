@@ -143,7 +143,7 @@ def pack_source(source: DataSource, out_path, layout: StreamLayout, *, seed: int
     with (StreamWriter(out_path, header, force) as writer,
           _progress_bar(progress, stats.count * epochs, "quantize") as bar):
         for k in range(epochs):
-            rng = epoch_rng(seed, epoch_first + k)
+            rng = epoch_rng(seed, k)
             written = 0
             for labels, features in source.iter_chunks(rows):
                 fields = quantize_fields(*scaler.transform(labels, features), layout, rng)

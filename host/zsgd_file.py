@@ -47,12 +47,32 @@ import numpy as np
 from ..errors import ConfigError, OutputExistsError, StreamFormatError
 from ..spec.stream import MAX_FEATURES, Encoding, StreamLayout
 
-__all__ = ["MAGIC", "VERSION", "Scaling", "LabelFormat", "StreamHeader", "StreamWriter",
+__all__ = ["MAGIC", "VERSION", "HEADER_FIELDS", "FIXED_BYTES", "Scaling", "LabelFormat", "StreamHeader", "StreamWriter",
            "StreamFile", "atomic_output", "write_stream", "with_epochs"]
 
 MAGIC = b"\x89ZSGD\r\n\x1a"
 VERSION = 1
-_FIXED = struct.Struct("<8sHIBBHBBIQIIQIQI")
+#: The fixed part of the header, in order: (name, struct code, meaning).  The one definition
+#: the reader, the writer and docs/FORMAT.md use.
+HEADER_FIELDS = (
+    ("magic", "8s", 'b"\\x89ZSGD\\r\\n\\x1a"'),
+    ("version", "H", f"format version ({VERSION})"),
+    ("header_bytes", "I", "size of the whole header: fixed part, scale table and header CRC"),
+    ("encoding", "B", "0 double, 1 single, 2 raw32"),
+    ("bits", "B", "interval-index bits b (1..8; 32 for raw32)"),
+    ("bus_width", "H", "bits per beat: 64, 128, 256 or 512"),
+    ("label_format", "B", "0: the label is field 0 of every sample, encoded like a feature"),
+    ("scaling", "B", "0 maxabs, 1 minmax"),
+    ("n_features", "I", "features per sample (the label not counted)"),
+    ("n_samples", "Q", "samples per epoch"),
+    ("epoch_first", "I", "epoch index of the first stream in the payload"),
+    ("epoch_count", "I", "streams in the payload: epochs epoch_first, epoch_first + 1, ..."),
+    ("seed", "Q", "quantization seed: epoch k used SeedSequence([seed, k])"),
+    ("beats_per_sample", "I", "beats one sample takes (checked against the layout)"),
+    ("payload_bytes", "Q", "bytes of payload after the header"),
+    ("payload_crc32", "I", "CRC-32 (zlib) of the payload"),
+)
+_FIXED = struct.Struct("<" + "".join(code for _, code, _ in HEADER_FIELDS))
 FIXED_BYTES = _FIXED.size  # 64
 _SCALE_ENTRY = 16
 _CRC_BYTES = 4

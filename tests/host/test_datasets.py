@@ -256,7 +256,7 @@ def test_csv_nan_or_inf(tmp_path, cell, column, what):
     row = ["1", "2", "3"]
     row[column] = cell
     path = write(tmp_path, "f.csv", "a,b,c\n7,8,9\n\n" + ",".join(row) + "\n")
-    with raises(f"line 4: expected finite values, found") as error:
+    with raises("line 4: expected finite values, found") as error:
         open_source(str(path)).arrays()
     assert what in str(error.value)
 
@@ -337,7 +337,7 @@ def test_libsvm_without_features(tmp_path):
 def test_libsvm_syntax_error(tmp_path, bad, fragment, block_bytes):
     text = "1 1:1\n# note\n\n2 2:1\n" + bad + "\n3 3:1\n"
     source = LibsvmSource(write(tmp_path, "d.svm", text), block_bytes=block_bytes)
-    with raises(f"line 5: expected 'label index:value ...'") as error:
+    with raises("line 5: expected 'label index:value ...'") as error:
         source.arrays()
     assert repr(bad) in str(error.value) and fragment in str(error.value)
     assert_one_line(error)

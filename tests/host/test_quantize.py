@@ -59,10 +59,10 @@ ENCODINGS = [Encoding.DOUBLE, Encoding.SINGLE]
 @pytest.mark.parametrize("encoding", ENCODINGS, ids=["double", "single"])
 @pytest.mark.parametrize("bits", range(1, 9))
 def test_threshold_is_exactly_prob_up(encoding, bits):
-    """Values k / 2**12 on [-1, 1]: the index is the documented one and a sample bit is set
+    """Values k / 2**11 on [-1, 1]: the index is the documented one and a sample bit is set
     iff uniform < p exactly (set at p - 2**-53, clear at p): with uniforms on the 2**-53 grid,
     P(up) = p."""
-    grid = [Fraction(k, 1 << 12) for k in range(-(1 << 12), (1 << 12) + 1)]
+    grid = [Fraction(k, 1 << 11) for k in range(-(1 << 11), (1 << 11) + 1)]
     features = np.array([[float(v) for v in grid]])
     split = [exact_split(v, bits) for v in grid]
     p = np.array([float(prob) for _, prob in split])
@@ -104,11 +104,12 @@ def test_unbiased_by_enumeration_over_uniform_grid(encoding, bits):
     index = (fields & np.uint64((1 << bits) - 1)).astype(np.int64)
     for k in range(2 if encoding is Encoding.DOUBLE else 1):
         ups = sample_bits(fields, bits, k).sum(axis=0)
+        level_sums = (index + sample_bits(fields, bits, k)).sum(axis=0)  # sum of q over rows
         for col, v in enumerate(values):
             i, p = exact_split(v, bits)
             assert Fraction(int(ups[col]), rows) == p, (v, bits)
-            mean = sum((level(int(q), bits) for q in index[:, col] + sample_bits(
-                fields, bits, k)[:, col]), Fraction(0)) / rows
+            # mean level value = -1 + 2 * mean(q) / 2**b
+            mean = -1 + Fraction(2 * int(level_sums[col]), rows << bits)
             assert mean == v, (v, bits, mean)
 
 

@@ -61,10 +61,25 @@ def _jump_columns(steps: int) -> np.ndarray:
     return basis
 
 
-def _apply_jump(columns: np.ndarray, states: np.ndarray) -> np.ndarray:
-    result = np.zeros_like(states)
-    for bit in range(32):
-        result ^= np.where((states >> np.uint32(bit)) & np.uint32(1), columns[bit], np.uint32(0))
+@functools.cache
+def _jump_tables(steps: int) -> np.ndarray:
+    """``tables[k, v]``: the image of byte ``v`` placed at byte ``k`` of the state."""
+    columns = _jump_columns(steps)
+    values = np.arange(256, dtype=np.uint32)
+    tables = np.zeros((4, 256), dtype=np.uint32)
+    for k in range(4):
+        for bit in range(8):
+            tables[k] ^= np.where((values >> np.uint32(bit)) & np.uint32(1), columns[8 * k + bit],
+                                  np.uint32(0))
+    return tables
+
+
+def _apply_jump(steps: int, states: np.ndarray) -> np.ndarray:
+    """Jump every state ``steps`` steps ahead (linear map, applied byte by byte)."""
+    tables = _jump_tables(steps)
+    result = tables[0][states & np.uint32(0xFF)]
+    for k in range(1, 4):
+        result ^= tables[k][(states >> np.uint32(8 * k)) & np.uint32(0xFF)]
     return result
 
 
@@ -82,10 +97,8 @@ def generate(states: np.ndarray, count: int, segment: int = 256) -> tuple[np.nda
     segments = -(-count // segment)
     starts = np.empty((segments, states.size), dtype=np.uint32)
     starts[0] = states
-    if segments > 1:
-        columns = _jump_columns(segment)
-        for k in range(1, segments):
-            starts[k] = _apply_jump(columns, starts[k - 1])
+    for k in range(1, segments):
+        starts[k] = _apply_jump(segment, starts[k - 1])
     current = starts
     padded = np.empty((segments * segment, states.size), dtype=np.uint32)
     view = padded.reshape(segments, segment, states.size)

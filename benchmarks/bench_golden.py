@@ -1,0 +1,66 @@
+"""Throughput of the bit-exact engine model and of the host quantize+pack path.
+
+Prints feature values per second (one core: the golden model is single-threaded NumPy) for
+several encodings and batch sizes on random data, timed on packed streams prepared beforehand
+(``run_epoch`` only), and host quantize+pack throughput in MB/s of float32 input.
+Run with ``make bench`` or ``python -m benchmarks golden``.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+
+import numpy as np
+
+from zipsgd.golden.engine import GoldenEngine
+from zipsgd.host.quantize import epoch_rng, quantize_fields
+from zipsgd.spec.engine import EngineParams, RunConfig
+from zipsgd.spec.stream import StreamLayout, pack_fields
+
+SAMPLES = 20000
+FEATURES = 100
+CASES = [  # (encoding, bits, batch size)
+    ("double", 4, 1), ("double", 4, 16), ("double", 4, 64), ("double", 8, 64),
+    ("single", 4, 64), ("raw32", 32, 64),
+]
+
+
+def _best_of(runs: int, action) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    features = rng.uniform(-1, 1, (SAMPLES, FEATURES))
+    labels = rng.uniform(-1, 1, SAMPLES)
+    print(f"machine: {platform.processor() or platform.machine()}, Python "
+          f"{platform.python_version()}, numpy {np.__version__}")
+    print(f"golden model: {SAMPLES} samples x {FEATURES} features per epoch, W=64, "
+          "best of 3 (python -m benchmarks golden)")
+    print(f"{'encoding':>8} {'b':>3} {'batch':>5} {'Mvalues/s':>10}")
+    for encoding, bits, batch in CASES:
+        layout = StreamLayout.make(encoding, bits, 64)
+        payload = pack_fields(quantize_fields(labels, features, layout, epoch_rng(1, 0)), layout)
+        config = RunConfig(encoding=encoding, bits=bits, n_features=FEATURES, batch_size=batch,
+                           step=1 << 10, seed=3)
+        samples = SAMPLES if batch > 1 else SAMPLES // 10
+        part = payload[: samples * layout.sample_bytes(FEATURES)]
+        engine = GoldenEngine(EngineParams(), config)
+        seconds = _best_of(3, lambda: engine.run_epoch(part))
+        print(f"{encoding:>8} {bits:>3} {batch:>5} {samples * FEATURES / seconds / 1e6:>10.2f}")
+    layout = StreamLayout.make("double", 4, 64)
+    seconds = _best_of(3, lambda: pack_fields(
+        quantize_fields(labels, features, layout, epoch_rng(1, 0)), layout))
+    megabytes = SAMPLES * (FEATURES + 1) * 4 / 1e6
+    print(f"host quantize+pack (double b=4, in memory): {megabytes / seconds:.1f} MB/s of "
+          "float32 input")
+
+
+if __name__ == "__main__":
+    main()
