@@ -6,6 +6,7 @@
 #   make test-slow  run only the tests marked `slow`
 #   make bench      run benchmarks/bench_*.py
 #   make lint       ruff check
+#   make docs       regenerate docs/FORMAT.md from the format definitions
 #   make clean      remove build outputs and caches (keeps .venv); `make distclean` also removes .venv
 #
 # Only python3 (>= 3.11) with the venv module is needed; everything else comes from PyPI,
@@ -25,7 +26,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PIP_NO_INPUT := 1
 
 .DEFAULT_GOAL := test
-.PHONY: venv .venv demo test test-slow bench lint clean distclean
+.PHONY: venv .venv demo test test-slow bench lint docs clean distclean
 
 venv .venv: $(STAMP)
 
@@ -48,6 +49,9 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(VPY) -m benchmarks
+
+docs: $(STAMP)
+	$(VPY) -m zipsgd.host.format_doc > docs/FORMAT.md.tmp && mv docs/FORMAT.md.tmp docs/FORMAT.md
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

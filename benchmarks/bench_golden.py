@@ -52,7 +52,7 @@ def main() -> None:
         samples = SAMPLES if batch > 1 else SAMPLES // 10
         part = payload[: samples * layout.sample_bytes(FEATURES)]
         engine = GoldenEngine(EngineParams(), config)
-        seconds = _best_of(3, lambda: engine.run_epoch(part))
+        seconds = _best_of(3, lambda e=engine, p=part: e.run_epoch(p))
         print(f"{encoding:>8} {bits:>3} {batch:>5} {samples * FEATURES / seconds / 1e6:>10.2f}")
     layout = StreamLayout.make("double", 4, 64)
     seconds = _best_of(3, lambda: pack_fields(

@@ -98,23 +98,38 @@ class GoldenEngine:
     def __init__(self, params: EngineParams, config: RunConfig):
         self.params = params
         self.config = None
-        self.model = np.zeros(0, dtype=np.int64)
+        # The whole model memory (N_max words); the run uses the first n_features of them.
+        self.memory = np.zeros(params.max_features, dtype=np.int64)
         self.configure(config)
-        self.rng = XorshiftBank(params.lanes, config.seed)
+        self.load_seed(config.seed)
+
+    @property
+    def model(self) -> np.ndarray:
+        """The model words the run uses (a view of the first ``n_features`` memory words)."""
+        return self.memory[: self.config.n_features]
+
+    @model.setter
+    def model(self, words) -> None:
+        self.memory[: self.config.n_features] = words
 
     def configure(self, config: RunConfig) -> None:
-        """Load new register settings.  The model words are kept (zero-extended or cut to the
-        new feature count, as the model memory would be); the generators are re-seeded only if
-        the seed changed."""
+        """Write the control registers (between epochs).
+
+        The model memory keeps its words whatever changes (feature count, formats: words are
+        reinterpreted, not converted).  The seed register is written, reloading the generators,
+        only when ``config.seed`` differs from the seed loaded last (what the host driver does);
+        :meth:`load_seed` writes it unconditionally.
+        """
         config.check_against(self.params)
         old = self.config
         self.config = config
-        model = np.zeros(config.n_features, dtype=np.int64)
-        keep = min(self.model.size, config.n_features)
-        model[:keep] = self.model[:keep]
-        self.model = model
         if old is not None and old.seed != config.seed:
-            self.rng = XorshiftBank(self.params.lanes, config.seed)
+            self.load_seed(config.seed)
+
+    def load_seed(self, seed: int) -> None:
+        """Write the seed register: every generator is reloaded from ``seed``."""
+        self.rng = XorshiftBank(self.params.lanes, seed)
+        self._seed = seed
 
     def set_model(self, words) -> None:
         """Write the model memory (words must fit the model format)."""
@@ -125,7 +140,7 @@ class GoldenEngine:
         _, clipped = saturate(words, self.config.model_width)
         if clipped.any():
             raise ConfigError(f"model words must fit <{self.config.model_width}> bits")
-        self.model = words.copy()
+        self.model = words
 
     # -- the datapath ---------------------------------------------------------------------
 

@@ -128,24 +128,26 @@ def pack_source(source: DataSource, out_path, layout: StreamLayout, *, seed: int
     out_path = Path(out_path)
     if out_path.exists() and not force:  # fail before the passes, not after them
         raise OutputExistsError(f"{out_path} exists; pass --force to overwrite it")
-    rows = chunk_rows or default_chunk_rows(source.n_features + add_intercept)
+    if chunk_rows is None:
+        chunk_rows = default_chunk_rows(source.n_features + add_intercept)
 
     with _progress_bar(progress, source.n_samples, "statistics") as bar:
-        stats = ColumnStats.from_source(source, rows, progress=bar.update)
+        stats = ColumnStats.from_source(source, chunk_rows, progress=bar.update)
     if stats.count > MAX_SAMPLES:
         raise DatasetError(f"{source.name}: expected at most {MAX_SAMPLES} samples, "
                            f"found {stats.count}")
     scaler = Scaler.from_stats(stats, scaling, intercept=add_intercept)
     offsets, scales = scaler.table()
     header = StreamHeader(layout, check_n_features(scaler.n_weights), stats.count, seed,
-                          scaling, offsets, scales, epoch_first, epochs)
+                          scaling, offsets, scales, epoch_first, epochs,
+                          intercept=add_intercept)
 
     with (StreamWriter(out_path, header, force) as writer,
           _progress_bar(progress, stats.count * epochs, "quantize") as bar):
         for k in range(epochs):
-            rng = epoch_rng(seed, k)
+            rng = epoch_rng(seed, epoch_first + k)
             written = 0
-            for labels, features in source.iter_chunks(rows):
+            for labels, features in source.iter_chunks(chunk_rows):
                 fields = quantize_fields(*scaler.transform(labels, features), layout, rng)
                 writer.write(pack_fields(fields, layout))
                 written += labels.shape[0]

@@ -68,13 +68,15 @@ def plot_losses(reports: dict, path, force: bool = False, title: str = "",
         epochs = [r["epoch"] for r in report["epochs"]]
         losses = [r["loss"] if r.get("loss") is not None else r.get("engine_loss")
                   for r in report["epochs"]]
-        ax.plot(epochs, losses, marker="o", markersize=3, label=label)
+        style = "--" if "single" in label else "-"
+        ax.plot(epochs, losses, style, marker="o", markersize=3, label=label)
         if optimum is None and report.get("optimum"):
             optimum = report["optimum"]["loss"]
     if optimum is not None:
         ax.axhline(optimum, color="black", linestyle=":", linewidth=1, label="optimum")
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel("training loss (scaled units)")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)

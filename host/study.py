@@ -114,6 +114,13 @@ def _markdown(results: list[dict], command: str, seconds: float) -> str:
             lines.append(f"| {row['encoding']} | {row['bits']} | {row['field_bits']} | "
                          f"{row['final_loss']:.6g} | {100 * row['gap_to_float']:+.2f}% | "
                          f"{100 * row['gap_to_optimum']:+.2f}% |")
+        by_key = {(r["encoding"], r["bits"]): r for r in result["rows"]}
+        pairs = [(b, by_key[("double", b)], by_key[("single", b + 1)])
+                 for (enc, b) in by_key if enc == "double" and ("single", b + 1) in by_key]
+        if pairs:
+            lines += ["", "At equal bits per field (double b vs single b+1): " + "; ".join(
+                f"{b + 2} bits: double {100 * d['gap_to_float']:+.2f}% vs single "
+                f"{100 * s['gap_to_float']:+.2f}%" for b, d, s in pairs) + "."]
         smallest = result["smallest_double_bits_within_1pct"]
         lines += ["", f"Smallest b at which `double` ends within 1% of float SGD: "
                       f"{smallest if smallest is not None else 'none'}.", "",

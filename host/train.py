@@ -18,6 +18,7 @@ Step sizes follow ``gamma_k = alpha / k`` for epoch ``k`` (from 1).  The engine'
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -27,10 +28,22 @@ import numpy as np
 from .. import __version__
 from ..errors import ConfigError, DatasetError
 from ..golden.engine import GoldenEngine
-from ..golden.float_sgd import SgdSettings, closed_form_optimum, objective, \
-    proximal_gradient_optimum, sgd_epoch
-from ..spec.engine import DECAY_FRAC, DECAY_WIDTH, STEP_FRAC, STEP_WIDTH, EngineParams, \
-    RunConfig, UpdateMode
+from ..golden.float_sgd import (
+    SgdSettings,
+    closed_form_optimum,
+    objective,
+    proximal_gradient_optimum,
+    sgd_epoch,
+)
+from ..spec.engine import (
+    DECAY_FRAC,
+    DECAY_WIDTH,
+    STEP_FRAC,
+    STEP_WIDTH,
+    EngineParams,
+    RunConfig,
+    UpdateMode,
+)
 from ..spec.fixed import RoundingMode
 from ..spec.stream import Encoding, StreamLayout, pack_fields
 from .datasets import open_source
@@ -38,8 +51,8 @@ from .quantize import epoch_rng, quantize_fields
 from .scaling import ColumnStats, Scaler
 from .zsgd_file import Scaling, StreamFile
 
-__all__ = ["TrainSettings", "ScaledData", "load_scaled", "train_in_memory", "train_stream_file", "BACKENDS",
-           "engine_run_config", "lssvm_labels"]
+__all__ = ["TrainSettings", "ScaledData", "load_scaled", "train_in_memory", "train_stream_file",
+           "BACKENDS", "engine_run_config", "lssvm_labels"]
 
 BACKENDS = ("float", "golden")
 LOSSES = ("squared", "lssvm")
@@ -75,6 +88,11 @@ class TrainSettings:
                               f"found {self.backend!r}")
         if self.loss not in LOSSES:
             raise ConfigError(f"loss must be squared or lssvm, found {self.loss!r}")
+        for name in ("step_size", "l1", "l2"):
+            if not math.isfinite(getattr(self, name)):
+                raise ConfigError(f"{name} must be a finite number, found {getattr(self, name)!r}")
+        if not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise ConfigError(f"batch size must be an integer >= 1, found {self.batch_size!r}")
         if not isinstance(self.epochs, int) or self.epochs < 1:
             raise ConfigError(f"epochs must be >= 1, found {self.epochs!r}")
         if not self.step_size > 0:
@@ -153,8 +171,8 @@ def lssvm_labels(labels: np.ndarray) -> np.ndarray:
 def _word(value: float, frac: int, width: int, what: str, allow_zero: bool = False) -> int:
     word = int(round(value * (1 << frac)))
     if word >= 1 << width:
-        raise ConfigError(f"{what} {value:g} does not fit its register (max "
-                          f"{((1 << width) - 1) / (1 << frac):g})")
+        raise ConfigError(f"{what} must be at most {((1 << width) - 1) / (1 << frac):.10g} to "
+                          f"fit its register, found {value:.10g}")
     if word == 0 and value > 0 and not allow_zero:
         raise ConfigError(f"{what} {value:g} rounds to 0 in its register (resolution "
                           f"{2.0 ** -frac:g}); use a larger step size or smaller batch")
@@ -294,10 +312,6 @@ def train_stream_file(stream: StreamFile, settings: TrainSettings, progress=None
         report["epochs"].append(record)
         if progress is not None:
             progress(epoch, record)
-    offsets, scales = header.offsets, header.scales
-
-    def inverse_model(weights):
-        coef = scales[0] * weights / scales[1:]
-        return coef, float(offsets[0] - coef @ offsets[1:])
-
-    return _finish(report, engine.model / float(1 << settings.model_frac), inverse_model, engine)
+    scaler = Scaler.from_table(header.offsets, header.scales, intercept=header.intercept)
+    return _finish(report, engine.model / float(1 << settings.model_frac),
+                   scaler.inverse_model, engine)

@@ -1,26 +1,8 @@
 """The ``.zsgd`` file: a versioned, CRC-protected container for packed sample streams.
 
-Layout (all integers little-endian; ``docs/FORMAT.md`` has the worked example)::
-
-    offset  size  field
-    0       8     magic  b"\\x89ZSGD\\r\\n\\x1a"
-    8       2     version (1)
-    10      4     header_bytes: size of the whole header, scale table and header CRC included
-    14      1     encoding (0 double, 1 single, 2 raw32)
-    15      1     bits (1..8; 32 for raw32)
-    16      2     bus_width (64, 128, 256, 512)
-    18      1     label_format (0: the label is field 0 of every sample, encoded like a feature)
-    19      1     scaling (0 maxabs, 1 minmax)
-    20      4     n_features
-    24      8     n_samples (per epoch)
-    32      4     epoch_first: epoch index of the first stream in the payload
-    36      4     epoch_count: streams in the payload, epochs epoch_first, epoch_first+1, ...
-    40      8     seed
-    48      4     beats_per_sample
-    52      8     payload_bytes
-    60      4     payload_crc32
-    64      16*(n_features+1)  scale table: (offset, scale) float64 pairs, label first
-    ...     4     header_crc32 of every header byte before it
+The header's fixed part is :data:`HEADER_FIELDS` (all integers little-endian), followed by the
+scale table (``(offset, scale)`` float64 pairs, label first) and a CRC-32 of everything before
+it; ``docs/FORMAT.md`` is generated from these definitions and has a worked example.
 
 The payload follows the header: ``epoch_count`` streams of ``n_samples`` samples each, laid out
 by :mod:`zipsgd.spec.stream`.  A scaled value ``v`` stands for the original value
@@ -47,8 +29,9 @@ import numpy as np
 from ..errors import ConfigError, OutputExistsError, StreamFormatError
 from ..spec.stream import MAX_FEATURES, Encoding, StreamLayout
 
-__all__ = ["MAGIC", "VERSION", "HEADER_FIELDS", "FIXED_BYTES", "Scaling", "LabelFormat", "StreamHeader", "StreamWriter",
-           "StreamFile", "atomic_output", "write_stream", "with_epochs"]
+__all__ = ["MAGIC", "VERSION", "HEADER_FIELDS", "FIXED_BYTES", "FLAG_INTERCEPT", "Scaling",
+           "LabelFormat", "StreamHeader", "StreamWriter", "StreamFile", "atomic_output",
+           "write_stream", "with_epochs"]
 
 MAGIC = b"\x89ZSGD\r\n\x1a"
 VERSION = 1
@@ -63,6 +46,8 @@ HEADER_FIELDS = (
     ("bus_width", "H", "bits per beat: 64, 128, 256 or 512"),
     ("label_format", "B", "0: the label is field 0 of every sample, encoded like a feature"),
     ("scaling", "B", "0 maxabs, 1 minmax"),
+    ("flags", "I", "bit 0: the last feature is an added intercept column (constant 1); "
+                   "other bits zero"),
     ("n_features", "I", "features per sample (the label not counted)"),
     ("n_samples", "Q", "samples per epoch"),
     ("epoch_first", "I", "epoch index of the first stream in the payload"),
@@ -73,9 +58,11 @@ HEADER_FIELDS = (
     ("payload_crc32", "I", "CRC-32 (zlib) of the payload"),
 )
 _FIXED = struct.Struct("<" + "".join(code for _, code, _ in HEADER_FIELDS))
-FIXED_BYTES = _FIXED.size  # 64
+FIXED_BYTES = _FIXED.size
 _SCALE_ENTRY = 16
 _CRC_BYTES = 4
+#: Header flag: the last feature is an intercept column added by the packer.
+FLAG_INTERCEPT = 1
 #: Upper bound on the number of samples in one epoch the format accepts.
 MAX_SAMPLES = 1 << 40
 #: Upper bound on epochs stored in one file.
@@ -117,6 +104,7 @@ class StreamHeader:
     epoch_first: int = 0
     epoch_count: int = 1
     label_format: LabelFormat = LabelFormat.FIELD0
+    intercept: bool = False
 
     @property
     def beats_per_sample(self) -> int:
@@ -142,7 +130,8 @@ class StreamHeader:
         """The header bytes, header CRC included."""
         fixed = _FIXED.pack(
             MAGIC, VERSION, self.header_bytes, int(self.layout.encoding), self.layout.bits,
-            self.layout.bus_width, int(self.label_format), int(self.scaling), self.n_features,
+            self.layout.bus_width, int(self.label_format), int(self.scaling),
+            FLAG_INTERCEPT if self.intercept else 0, self.n_features,
             self.n_samples, self.epoch_first, self.epoch_count, self.seed,
             self.beats_per_sample, self.payload_bytes, payload_crc32)
         table = np.column_stack([self.offsets, self.scales]).astype("<f8").tobytes()
@@ -156,14 +145,16 @@ def _decode_header(read) -> tuple[StreamHeader, int]:
     if len(fixed) < FIXED_BYTES:
         raise StreamFormatError(f"truncated header: expected {FIXED_BYTES} bytes, "
                                 f"found {len(fixed)}")
-    (magic, version, header_bytes, encoding, bits, bus_width, label_format, scaling, n_features,
-     n_samples, epoch_first, epoch_count, seed, beats_per_sample, payload_bytes,
+    (magic, version, header_bytes, encoding, bits, bus_width, label_format, scaling, flags,
+     n_features, n_samples, epoch_first, epoch_count, seed, beats_per_sample, payload_bytes,
      payload_crc) = _FIXED.unpack(fixed)
     if magic != MAGIC:
         raise StreamFormatError(f"not a .zsgd file: expected magic {MAGIC!r}, found {magic!r}")
     if version != VERSION:
         raise StreamFormatError(f"unsupported .zsgd version: expected {VERSION}, "
                                 f"found {version}")
+    if flags & ~FLAG_INTERCEPT:
+        raise StreamFormatError(f"flags: expected only bit 0 to be used, found {flags:#x}")
     if not 1 <= n_features <= MAX_FEATURES:
         raise StreamFormatError(f"feature count must be in 1..{MAX_FEATURES}, found {n_features}")
     expected_header = FIXED_BYTES + _SCALE_ENTRY * (n_features + 1) + _CRC_BYTES
@@ -178,12 +169,16 @@ def _decode_header(read) -> tuple[StreamHeader, int]:
     if zlib.crc32(body) != header_crc:
         raise StreamFormatError(f"header CRC-32 mismatch: stored {header_crc:#010x}, "
                                 f"computed {zlib.crc32(body):#010x}")
+    for name, value, kind in (("encoding", encoding, Encoding), ("scaling", scaling, Scaling),
+                              ("label_format", label_format, LabelFormat)):
+        if value not in set(kind):
+            codes = ", ".join(f"{int(e)} ({e.name.lower()})" for e in kind)
+            raise StreamFormatError(f"{name}: expected one of {codes}, found {value}")
     try:
         layout = StreamLayout(Encoding(encoding), bits, bus_width)
-        scaling = Scaling(scaling)
-        label_format = LabelFormat(label_format)
-    except (ValueError, ConfigError) as error:
-        raise StreamFormatError(f"invalid header field: {error}") from None
+    except ConfigError as error:
+        raise StreamFormatError(f"invalid layout in header: {error}") from None
+    scaling, label_format = Scaling(scaling), LabelFormat(label_format)
     if not 1 <= n_samples <= MAX_SAMPLES:
         raise StreamFormatError(f"sample count must be in 1..{MAX_SAMPLES}, found {n_samples}")
     if not 1 <= epoch_count <= MAX_EPOCHS:
@@ -191,7 +186,7 @@ def _decode_header(read) -> tuple[StreamHeader, int]:
     table = np.frombuffer(body[FIXED_BYTES:], dtype="<f8").reshape(n_features + 1, 2)
     header = StreamHeader(layout, n_features, n_samples, seed, scaling,
                           table[:, 0].astype(np.float64), table[:, 1].astype(np.float64),
-                          epoch_first, epoch_count, label_format)
+                          epoch_first, epoch_count, label_format, bool(flags & FLAG_INTERCEPT))
     if beats_per_sample != header.beats_per_sample:
         raise StreamFormatError(f"beats per sample: expected {header.beats_per_sample} for "
                                 f"this layout, found {beats_per_sample}")
@@ -260,6 +255,8 @@ class StreamWriter:
         return self
 
     def write(self, chunk) -> None:
+        if isinstance(chunk, (bytes, bytearray, memoryview)):
+            chunk = np.frombuffer(chunk, dtype=np.uint8)
         data = memoryview(np.ascontiguousarray(chunk, dtype=np.uint8)).cast("B")
         self._crc = zlib.crc32(data, self._crc)
         self._written += len(data)
@@ -299,7 +296,8 @@ class StreamFile:
                 self.header, self.payload_crc32 = _decode_header(file.read)
             size = self.path.stat().st_size
         except OSError as error:
-            raise StreamFormatError(f"cannot read {path}: {error.strerror or error}") from None
+            raise StreamFormatError(f"{path}: expected a readable .zsgd file, found "
+                                    f"{(error.strerror or str(error)).lower()}") from None
         expected = self.header.header_bytes + self.header.payload_bytes
         if size != expected:
             kind = "truncated" if size < expected else "trailing bytes after payload"

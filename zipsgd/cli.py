@@ -222,8 +222,20 @@ def _run_demo(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on standard error and exit status 2
+    (subparsers inherit the class)."""
+
+    def error(self, message):
+        raise _UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
+
+
+class _UsageError(Exception):
+    pass
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="zipsgd", description="Train linear models on low-precision data: host tools, "
                                    "bit-exact engine model and hardware flow.")
     parser.add_argument("--version", action="version", version=f"zipsgd {__version__}")
@@ -236,7 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``zipsgd`` command; returns the exit status (2 for bad input)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as error:
+        print(error, file=sys.stderr)
+        return 2
     try:
         return args.run(args)
     except ZipsgdError as error:

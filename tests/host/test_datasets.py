@@ -356,9 +356,9 @@ def test_libsvm_inf_label(tmp_path):
         open_source(str(write(tmp_path, "d.svm", "1 1:1\ninf 1:2\n"))).arrays()
 
 
-def tiny_matrix(draw_values):
+def tiny_matrix(seed: int):
     """A small random sparse-ish matrix for round trips."""
-    rng = np.random.default_rng(draw_values)
+    rng = np.random.default_rng(seed)
     # Six decimals survive dump_svmlight_file's "%.16g" text exactly.
     features = np.round(rng.normal(size=(23, 6)), 6) * (rng.random((23, 6)) < 0.4)
     features[:, 5] = 0.0

@@ -205,12 +205,13 @@ def test_layout_parameters_and_errors():
     assert StreamLayout.make(Encoding.SINGLE, 4, 256) == StreamLayout(Encoding.SINGLE, 4, 256)
     assert StreamLayout(Encoding.DOUBLE, 4, 64).levels == 16
     assert StreamLayout(Encoding.RAW32, 32, 64).levels == 0
-    bad = [dict(encoding="quad", bits=4), dict(encoding=Encoding.DOUBLE, bits=0),
-           dict(encoding=Encoding.DOUBLE, bits=9), dict(encoding=Encoding.SINGLE, bits=4.0),
-           dict(encoding=Encoding.RAW32, bits=16), dict(encoding=Encoding.DOUBLE, bits=4,
-                                                        bus_width=32),
-           dict(encoding=Encoding.DOUBLE, bits=4, bus_width=1024),
-           dict(encoding=Encoding.DOUBLE, bits=4, bus_width=96)]
+    double = Encoding.DOUBLE
+    bad = [{"encoding": "quad", "bits": 4}, {"encoding": double, "bits": 0},
+           {"encoding": double, "bits": 9}, {"encoding": Encoding.SINGLE, "bits": 4.0},
+           {"encoding": Encoding.RAW32, "bits": 16}, {"encoding": double, "bits": 4,
+                                                      "bus_width": 32},
+           {"encoding": double, "bits": 4, "bus_width": 1024},
+           {"encoding": double, "bits": 4, "bus_width": 96}]
     for kwargs in bad:
         with pytest.raises(ConfigError, match="found"):
             StreamLayout(**kwargs)

@@ -156,7 +156,8 @@ class RunConfig:
         Step-size register word (``STEP_FRAC`` fraction bits, unsigned ``STEP_WIDTH``): the host
         writes ``alpha_k / batch_size``.
     decay : int
-        L2 proximal decay word (``DECAY_FRAC`` fraction bits): ``eta = gamma*lambda/(1+gamma*lambda)``.
+        L2 proximal decay word (``DECAY_FRAC`` fraction bits):
+        ``eta = gamma*lambda / (1 + gamma*lambda)``.
     threshold : int
         L1 proximal threshold in model words (``FL_m`` fraction bits): ``gamma * lambda_1``.
     rounding : RoundingMode

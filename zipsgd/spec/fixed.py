@@ -5,8 +5,10 @@ and the hardware implements exactly the same steps (``docs/ENGINE.md`` lists whe
 Values are plain integers ("words"): a word ``w`` in format ``<WL, FL>`` means ``w / 2**FL``.
 
 All functions accept Python ``int`` (arbitrary precision, never wraps) or NumPy ``int64`` arrays.
-For arrays the caller must have checked that every intermediate fits in 63 bits; the functions
-here assert it where they widen (``_check_i64``), so nothing wraps silently.
+For int64 arrays the caller guarantees, by the width analysis of ``docs/ENGINE.md`` ("Why
+nothing overflows"), that every intermediate stays below 2**62; :func:`shift_left` also checks
+it at run time.  Values wider than that (``step * residual``) are passed as object arrays of
+Python ints, which never wrap.
 """
 
 from __future__ import annotations
@@ -159,10 +161,8 @@ def shift_right(value, shift: int, mode: RoundingMode = RoundingMode.TRUNCATE, r
         return floor + int(rem > half or (rem == half and (floor & 1) == 1))
     if rand is None:
         raise ValueError("stochastic rounding needs random bits")
-    if shift <= RAND_BITS:
-        offset = rand >> (RAND_BITS - shift)
-    else:
-        offset = rand << (shift - RAND_BITS)
+    # Align the random bits with the dropped bits.
+    offset = rand >> (RAND_BITS - shift) if shift <= RAND_BITS else rand << (shift - RAND_BITS)
     # Callers keep |value| + 2**shift below 2**62 (docs/ENGINE.md, "Why nothing overflows").
     return (value + offset) >> shift
 

@@ -83,6 +83,13 @@ class Encoding(enum.IntEnum):
     def parse(cls, name) -> Encoding:
         if isinstance(name, Encoding):
             return name
+        if isinstance(name, (int, np.integer)) and not isinstance(name, bool):
+            try:
+                return cls(int(name))
+            except ValueError:
+                codes = ", ".join(f"{int(e)} ({e.name.lower()})" for e in cls)
+                raise ConfigError(f"encoding code must be one of {codes}, found {name}") \
+                    from None
         try:
             return cls[str(name).upper()]
         except KeyError:
