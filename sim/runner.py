@@ -52,7 +52,6 @@ from xml.etree import ElementTree
 from .toolchain import (
     OBJCACHE_DIR_ENV,
     activate,
-    find_verilator,
     fst_supported,
     objcache_command,
 )
@@ -209,8 +208,10 @@ def _tail(path: Path, lines: int = 60) -> str:
         return f"<no log at {path}>"
 
 
-def _wave_format(waves: bool | str) -> str | None:
-    if waves is False or waves is None:
+def _wave_format(waves: bool | str | None) -> str | None:
+    if waves is None:  # cocotb convention: WAVES=1 pytest ...
+        waves = os.environ.get("WAVES", "0").strip().lower() in ("1", "true", "yes", "on")
+    if waves is False:
         return None
     if waves is True:
         if fst_supported():
@@ -232,7 +233,7 @@ def build(
     toplevel: str,
     *,
     build_root: str | os.PathLike[str] | None = None,
-    waves: bool | str = False,
+    waves: bool | str | None = None,
     coverage: bool = False,
     parameters: Mapping[str, object] | None = None,
     extra_sources: Sequence[str | os.PathLike[str]] = (),
@@ -243,10 +244,11 @@ def build(
 ) -> BuildResult:
     """Verilate *design* (see :func:`elaborate_verilog`) into a cached build dir.
 
-    *waves* (False/True/"fst"/"vcd") adds ``--trace-fst`` or ``--trace``;
-    *coverage* adds ``--coverage`` (line + toggle + user); *parameters* become ``-G`` overrides; *extra_sources* are
-    hand-written Verilog/.vlt files (not covered by the waivers).  All of
-    these are part of the cache key.  Returns immediately if the same
+    *waves* (False/True/"fst"/"vcd"; None = cocotb's ``$WAVES`` convention)
+    adds ``--trace-fst`` or ``--trace``; *coverage* adds ``--coverage``
+    (line + toggle + branch + expr); *parameters* become ``-G`` overrides;
+    *extra_sources* are hand-written Verilog/.vlt files (not covered by the
+    waivers).  All of these are part of the cache key.  Returns immediately if the same
     configuration was already built.  Raises :class:`SimulationFailed`.
     """
     t0 = time.monotonic()
@@ -288,8 +290,9 @@ def build(
 
     with _flock(root / f"{build_dir.name}.lock"):
         if stamp.is_file() and (build_dir / toplevel).is_file():
-            return BuildResult(toplevel, build_dir, key, build_dir / f"{toplevel}{_GENERATED_SUFFIX}",
-                               wave_fmt, coverage, True, time.monotonic() - t0)
+            vpath = build_dir / f"{toplevel}{_GENERATED_SUFFIX}"
+            return BuildResult(toplevel, build_dir, key, vpath, wave_fmt, coverage, True,
+                               time.monotonic() - t0)
         # Stale/partial build (crash, Ctrl-C): start from scratch.
         shutil.rmtree(build_dir, ignore_errors=True)
         build_dir.mkdir(parents=True)
@@ -304,11 +307,12 @@ def build(
 
         log = build_dir / "build.log"
         runner = get_runner("verilator")
-        build_env: dict[str, str] = {}
+        # cocotb lets $WAVES override the waves argument: pin it to the key.
+        build_env = {"WAVES": "1" if wave_fmt else "0"}
         objcache = objcache_command()
         if objcache and os.environ.get("ZIPSGD_SIM_OBJCACHE", "1") != "0":
             # make reads OBJCACHE from the environment (verilated.mk: OBJCACHE ?=)
-            build_env = {"OBJCACHE": objcache, OBJCACHE_DIR_ENV: str(root / "objcache")}
+            build_env.update(OBJCACHE=objcache, **{OBJCACHE_DIR_ENV: str(root / "objcache")})
         try:
             with _patched(build_env, ()):
                 runner.build(
@@ -435,7 +439,9 @@ def run(
 
     if timeout_s is None:
         timeout_s = float(os.environ.get("ZIPSGD_SIM_TIMEOUT", "1800"))
-    env = {PARAMS_ENV: json.dumps(dict(test_params or {}))}
+    env = {PARAMS_ENV: json.dumps(dict(test_params or {})),
+           # cocotb lets $WAVES/$GUI override the arguments: pin them
+           "WAVES": "1" if waves else "0", "GUI": "0"}
     if timeout_s > 0 and shutil.which("timeout"):
         # Runner.test() prepends $SIM_CMD_PREFIX (split on spaces) to the sim command.
         env["SIM_CMD_PREFIX"] = f"timeout --kill-after=10 {timeout_s:g}"
@@ -500,7 +506,7 @@ def build_and_test(
     test_module: str | Sequence[str],
     *,
     build_root: str | os.PathLike[str] | None = None,
-    waves: bool | str = False,
+    waves: bool | str | None = None,
     coverage: bool = False,
     parameters: Mapping[str, object] | None = None,
     extra_sources: Sequence[str | os.PathLike[str]] = (),
@@ -554,7 +560,3 @@ def coverage_summary(coverage_dat: str | os.PathLike[str]) -> dict[str, tuple[in
         agg[1] += 1
         agg[0] += int(m.group(2)) > 0
     return {k: (v[0], v[1]) for k, v in out.items()}
-
-
-def _verilator_version() -> str:  # small convenience for reports
-    return find_verilator().version

@@ -9,7 +9,7 @@ byte offsets 0,4,8,...; wstrb honoured; OKAY responses only (out-of-range
 addresses wrap).  One outstanding write and one outstanding read.
 """
 
-from amaranth.hdl import Cat, Const, Elaboratable, Module, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
