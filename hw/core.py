@@ -1,0 +1,760 @@
+"""The streaming SGD engine core: ``docs/ENGINE.md`` in hardware, organized as ``docs/HARDWARE.md``.
+
+The core is platform-free.  Its stream input is a plain valid/ready/last interface (the top
+level names it ``s_axis_*``); its settings come from the register file as signals; it exposes
+status, counters and a model port.  Every stage below says which step of ``docs/ENGINE.md`` it
+performs; widths come from :class:`~zipsgd.spec.engine.EngineParams`.
+
+Timing conventions: a beat accepted in cycle ``t`` is in stage A in cycle ``t+1`` (decode, memory
+reads issued), stage B in ``t+2`` (memory data), and so on, one stage per cycle.  Internal
+pipelines never stall; all hazards are met by holding ``ready`` low at the input
+(``docs/HARDWARE.md``, "Hazards").
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Const, Elaboratable, Module, Mux, ResetInserter, Signal, \
+    signed, unsigned
+from amaranth.lib import fifo, memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..spec.engine import (
+    DECAY_FRAC,
+    DECAY_WIDTH,
+    LOSS_ACC_WIDTH,
+    LOSS_RESIDUAL_FRAC,
+    LOSS_RESIDUAL_WIDTH,
+    LOSS_SQUARE_SHIFT,
+    MODEL_STORAGE_WIDTH,
+    RAW_PRODUCT_SHIFT,
+    STEP_FRAC,
+    STEP_WIDTH,
+    EngineParams,
+)
+from ..spec.fixed import RAND_BITS
+from ..spec.stream import QUANT_FEATURE_FRAC, QUANT_LABEL_FRAC, RAW_LABEL_FRAC, Encoding, \
+    StreamLayout
+from .arith import Rounder, format_top, popcount, rotate, saturate, saturate_runtime
+from .decoder import FieldDecoder
+from .rng import XorshiftBank
+
+__all__ = ["SgdCore", "ERROR_BITS", "UPDATE_WINDOW"]
+
+#: Error flag bit positions (``ERROR_FLAGS`` register).
+ERROR_BITS = {"tlast_early": 0, "tlast_missing": 1, "start_while_busy": 2, "bad_config": 3,
+              "model_port_busy": 4}
+#: Cycles from a fused update's model read (stage A) to its write (stage C4): a beat reading the
+#: same fields within this window would see the old model, so the input waits.
+UPDATE_WINDOW = 6
+_QUANT_WIDTH = 10  # a decoded quantized feature: [-256, 256]
+
+
+def _fields_per_beat_table(bus_width: int):
+    """``fields_per_beat`` for every (encoding, bits) code: index ``encoding * 16 + bits``."""
+    table = []
+    for encoding in range(4):
+        for bits in range(16):
+            try:
+                layout = StreamLayout.make(Encoding(encoding), bits, bus_width)
+                table.append(layout.fields_per_beat)
+            except Exception:  # noqa: BLE001 - invalid codes get 1 (never used: start refuses)
+                table.append(1)
+    return table
+
+
+def _row(base, shift, bank: int, lanes: int):
+    """Row of ``bank`` for a beat whose first field is ``base * lanes + shift``: banks below
+    ``shift`` hold fields of the next row (docs/HARDWARE.md, "Model memory")."""
+    return base + (shift > bank) if bank < lanes - 1 else base
+
+
+class _Config:
+    """The settings latched at start (shadow registers) and the shifts derived from them."""
+
+    def __init__(self, params: EngineParams):
+        self.encoding = Signal(2)
+        self.bits = Signal(6)
+        self.n = Signal(range(params.max_features + 1))
+        self.batch = Signal(range(params.max_batch + 1))
+        self.samples = Signal(64)
+        self.wl_m = Signal(6)
+        self.fl_m = Signal(6)
+        self.wl_g = Signal(6)
+        self.fl_g = Signal(7)
+        self.step = Signal(STEP_WIDTH)
+        self.decay = Signal(DECAY_WIDTH)
+        self.threshold = Signal(31)
+        self.rounding = Signal(2)
+        self.delayed = Signal()
+        self.per_beat = Signal(range(params.lanes + 1))
+        self.raw = Signal()
+
+
+class SgdCore(wiring.Component):
+    """The engine core.
+
+    Parameters
+    ----------
+    params : EngineParams
+
+    Members
+    -------
+    s_data, s_valid, s_last : In
+        The packed sample stream (one beat of ``bus_width`` bits per handshake).
+    s_ready : Out
+    cfg_* : In
+        The register settings (``RunConfig`` fields, ``cfg_samples`` = samples per epoch).
+        They are latched when ``start`` is accepted.
+    start, abort_epoch, clear_errors, seed_write : In
+        One-cycle strobes.
+    busy, done, draining, loss_saturated, error_flags, error_count, loss, beats, samples,
+    cycles_busy, cycles_starved, cycles_update_stall, updates, model_saturations,
+    residual_saturations, discarded_beats : Out
+        Status and counters (counters restart at every start).
+    model_index, model_wdata, model_write, model_read : In
+    model_rdata, model_rvalid : Out
+        The model port (usable while idle; a use while busy sets ``model_port_busy`` and
+        answers 0 at once).
+    """
+
+    def __init__(self, params: EngineParams):
+        if not isinstance(params, EngineParams):
+            raise TypeError(f"params must be EngineParams, found {params!r}")
+        self._params = params
+        w = params.bus_width
+        super().__init__({
+            "s_data": In(w), "s_valid": In(1), "s_last": In(1), "s_ready": Out(1),
+            "cfg_encoding": In(2), "cfg_bits": In(6), "cfg_n_features": In(32),
+            "cfg_batch_size": In(32), "cfg_samples": In(64), "cfg_model_width": In(6),
+            "cfg_model_frac": In(6), "cfg_grad_width": In(6), "cfg_grad_frac": In(7),
+            "cfg_step": In(STEP_WIDTH), "cfg_decay": In(DECAY_WIDTH), "cfg_threshold": In(31),
+            "cfg_rounding": In(2), "cfg_update_mode": In(1), "cfg_seed": In(32),
+            "start": In(1), "abort_epoch": In(1), "clear_errors": In(1), "seed_write": In(1),
+            "busy": Out(1), "done": Out(1), "draining": Out(1), "loss_saturated": Out(1),
+            "error_flags": Out(len(ERROR_BITS)), "error_count": Out(32),
+            "loss": Out(LOSS_ACC_WIDTH), "beats": Out(64), "samples": Out(64),
+            "cycles_busy": Out(64), "cycles_starved": Out(64), "cycles_update_stall": Out(64),
+            "updates": Out(32), "model_saturations": Out(32), "residual_saturations": Out(32),
+            "discarded_beats": Out(32),
+            "model_index": In(32), "model_wdata": In(32), "model_write": In(1),
+            "model_read": In(1), "model_rdata": Out(32), "model_rvalid": Out(1),
+        })
+
+    @property
+    def params(self) -> EngineParams:
+        return self._params
+
+    # ------------------------------------------------------------------------------------------
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._params
+        lanes = p.lanes
+        log_lanes = lanes.bit_length() - 1
+        raw_lanes = p.bus_width // 32
+        rows = p.max_features // lanes + 2
+        gacc_width = p.grad_acc_width
+        dot_width = p.dot_width
+        field_bits = max(32, (p.max_features + 2 * lanes).bit_length() + 1)
+
+        cfg = _Config(p)
+        pipe_reset = Signal()  # clears every pipeline and FIFO (start, abort)
+
+        # -- memories: model and the two gradient sets, one bank per lane ------------------
+        model_banks = [memory.Memory(shape=signed(MODEL_STORAGE_WIDTH), depth=rows, init=[])
+                       for _ in range(lanes)]
+        grad_banks = [[memory.Memory(shape=signed(gacc_width), depth=rows, init=[])
+                       for _ in range(lanes)] for _ in range(2)]
+        for b, mem in enumerate(model_banks):
+            m.submodules[f"model_bank{b}"] = mem
+        for z in range(2):
+            for b, mem in enumerate(grad_banks[z]):
+                m.submodules[f"grad{z}_bank{b}"] = mem
+        model_rd = [mem.read_port() for mem in model_banks]
+        model_wr = [mem.write_port() for mem in model_banks]
+        grad_rd = [[mem.read_port() for mem in bank] for bank in grad_banks]
+        grad_wr = [[mem.write_port() for mem in bank] for bank in grad_banks]
+
+        # -- random generators: lanes for the update, one for the residual -----------------
+        m.submodules.rng = rng = XorshiftBank(count=lanes + 1)
+        m.d.comb += [rng.seed.eq(self.cfg_seed), rng.load.eq(self.seed_write)]
+
+        # -- FIFOs between the forward and the gradient path --------------------------------
+        max_beats = -(-(p.max_features + 1) // raw_lanes)
+        sample_depth = 1 << (max_beats + 64).bit_length()
+        # payload: beat data, last beat of sample, first/last sample of batch, batch parity
+        sfifo = ResetInserter(pipe_reset)(fifo.SyncFIFOBuffered(width=p.bus_width + 4,
+                                                                 depth=sample_depth))
+        efifo = ResetInserter(pipe_reset)(fifo.SyncFIFOBuffered(width=32, depth=64))
+        m.submodules.sample_fifo = sfifo
+        m.submodules.scaled_residual_fifo = efifo
+
+        # -- state ---------------------------------------------------------------------------
+        state = Signal(range(7))
+        IDLE, RUN, DRAIN, FLUSH, SETTLE, DISCARD, START = range(7)
+        errors = Signal(len(ERROR_BITS))
+        error_events = Signal(len(ERROR_BITS))
+        m.d.comb += [self.error_flags.eq(errors), self.busy.eq(state.matches(RUN, DRAIN, FLUSH,
+                                                                              SETTLE, START)),
+                     self.draining.eq(state == DISCARD)]
+        with m.If(self.clear_errors):
+            m.d.sync += errors.eq(error_events)
+        with m.Else():
+            m.d.sync += errors.eq(errors | error_events)
+        with m.If(error_events.any()):
+            m.d.sync += self.error_count.eq(self.error_count + popcount(error_events))
+
+        # -- start: check and latch the configuration ---------------------------------------
+        table = Array(Const(v, range(lanes + 1)) for v in _fields_per_beat_table(p.bus_width))
+        enc_ok = self.cfg_encoding <= Encoding.RAW32
+        bits_ok = (self.cfg_encoding == Encoding.RAW32) | (
+            (self.cfg_bits >= 1) & (self.cfg_bits <= 8))
+        fl_m, fl_g = self.cfg_model_frac, self.cfg_grad_frac
+        config_ok = (enc_ok & bits_ok
+                     & (self.cfg_n_features >= 1) & (self.cfg_n_features <= p.max_features)
+                     & (self.cfg_batch_size >= 1) & (self.cfg_batch_size <= p.max_batch)
+                     & (self.cfg_samples >= 1)
+                     & (self.cfg_model_width >= 2) & (self.cfg_model_width <= 32)
+                     & (fl_m >= 1) & (fl_m <= 31)
+                     & (self.cfg_grad_width >= 2) & (self.cfg_grad_width <= 32)
+                     & (fl_g + 8 >= fl_m) & (fl_g <= fl_m + 32))
+        start_ok = Signal()
+        m.d.comb += start_ok.eq(self.start & ~self.busy & config_ok)
+        m.d.comb += error_events[ERROR_BITS["start_while_busy"]].eq(self.start & self.busy)
+        m.d.comb += error_events[ERROR_BITS["bad_config"]].eq(
+            self.start & ~self.busy & ~config_ok)
+        m.d.comb += pipe_reset.eq(start_ok | self.abort_epoch)
+        with m.If(start_ok):
+            m.d.sync += [
+                cfg.encoding.eq(self.cfg_encoding), cfg.bits.eq(self.cfg_bits),
+                cfg.n.eq(self.cfg_n_features), cfg.batch.eq(self.cfg_batch_size),
+                cfg.samples.eq(self.cfg_samples), cfg.wl_m.eq(self.cfg_model_width),
+                cfg.fl_m.eq(fl_m), cfg.wl_g.eq(self.cfg_grad_width), cfg.fl_g.eq(fl_g),
+                cfg.step.eq(self.cfg_step), cfg.decay.eq(self.cfg_decay),
+                cfg.threshold.eq(self.cfg_threshold), cfg.rounding.eq(self.cfg_rounding),
+                cfg.delayed.eq(self.cfg_update_mode),
+                cfg.per_beat.eq(table[Cat(self.cfg_bits[:4], self.cfg_encoding)]),
+                cfg.raw.eq(self.cfg_encoding == Encoding.RAW32),
+            ]
+        # Derived shifts (docs/ENGINE.md stages 3, 4, 6 and the loss).
+        update_shift = Signal(range(41))
+        residual_shift = Signal(range(65))
+        m.d.comb += [update_shift.eq(cfg.fl_g + QUANT_FEATURE_FRAC - cfg.fl_m),
+                     residual_shift.eq(STEP_FRAC + QUANT_FEATURE_FRAC + cfg.fl_m - cfg.fl_g)]
+        update_rounder = Rounder(m, update_shift, cfg.rounding, 40, "update")
+        decay_rounder = Rounder(m, DECAY_FRAC, cfg.rounding, DECAY_FRAC, "decay")
+        residual_rounder = Rounder(m, residual_shift, cfg.rounding, 64, "residual")
+        model_top = format_top(m, cfg.wl_m, 32, "model_top")
+        grad_top = format_top(m, cfg.wl_g, 32, "grad_top")
+
+        # -- counters restart at start -------------------------------------------------------
+        counters = [self.loss, self.beats, self.samples, self.cycles_busy, self.cycles_starved,
+                    self.cycles_update_stall, self.updates, self.model_saturations,
+                    self.residual_saturations, self.discarded_beats]
+        with m.If(start_ok):
+            m.d.sync += [c.eq(0) for c in counters] + [self.done.eq(0),
+                                                       self.loss_saturated.eq(0)]
+        with m.If(self.busy):
+            m.d.sync += self.cycles_busy.eq(self.cycles_busy + 1)
+
+        # ======================================================================================
+        # Input side: framing, batches, hazards
+        # ======================================================================================
+        in_f0 = Signal(field_bits)          # field offset of the next beat of the sample
+        in_sample_in_batch = Signal(range(p.max_batch + 1))
+        in_batch = Signal(64)              # batch index of the current sample
+        in_samples = Signal(64)            # samples fully accepted
+        grad_batches_done = Signal(64)     # batches whose every gradient is written
+        keep = cfg.delayed
+        first_of_batch = in_sample_in_batch == 0
+        last_of_batch = (in_sample_in_batch + 1 == cfg.batch) | (in_samples + 1 == cfg.samples)
+        fused_sample = first_of_batch & Mux(keep, in_batch >= 2, in_batch >= 1)
+        # EXACT: batch u needs batches 0..u-1 written; DELAYED: batches 0..u-2.
+        gradients_ready = Mux(keep, grad_batches_done + 1 >= in_batch,
+                              grad_batches_done >= in_batch)
+        pending_parity = Mux(keep, in_batch[0], ~in_batch[0])   # (u-2) or (u-1) mod 2
+        last_beat_expected = in_f0 + cfg.per_beat > cfg.n
+
+        # The fused-update window: f0 of fused beats issued in the last UPDATE_WINDOW cycles.
+        window_f0 = [Signal(field_bits, name=f"window_f0_{k}") for k in range(UPDATE_WINDOW)]
+        window_valid = Signal(UPDATE_WINDOW)
+        issue_valid, issue_fused, issue_f0 = Signal(), Signal(), Signal(field_bits)
+        m.d.sync += [window_valid.eq(Cat(issue_valid & issue_fused, window_valid[:-1])),
+                     window_f0[0].eq(issue_f0)]
+        m.d.sync += [window_f0[k].eq(window_f0[k - 1]) for k in range(1, UPDATE_WINDOW)]
+        with m.If(pipe_reset):
+            m.d.sync += window_valid.eq(0)
+
+        def window_hit(f0):
+            return Cat(*(window_valid[k] & (window_f0[k] == f0)
+                         for k in range(UPDATE_WINDOW))).any()
+
+        fifo_room = (sfifo.level < sample_depth - 8) & (efifo.level < 48)
+        batch_gate = ~(in_f0 == 0) | ~fused_sample | gradients_ready
+        hazard_free = ~window_hit(in_f0) & fifo_room & batch_gate
+        accepting = Signal()
+        m.d.comb += accepting.eq((state == RUN) & hazard_free)
+        m.d.comb += self.s_ready.eq(accepting | (state == DISCARD))
+        handshake = self.s_valid & self.s_ready
+        with m.If(state == RUN):
+            with m.If(accepting & ~self.s_valid):
+                m.d.sync += self.cycles_starved.eq(self.cycles_starved + 1)
+            with m.If(~accepting & self.s_valid):
+                m.d.sync += self.cycles_update_stall.eq(self.cycles_update_stall + 1)
+        with m.If((state == DISCARD) & handshake):
+            m.d.sync += self.discarded_beats.eq(self.discarded_beats + 1)
+
+        framing_ok = self.s_last == last_beat_expected
+        take = Signal()
+        m.d.comb += take.eq((state == RUN) & handshake & framing_ok)
+        m.d.comb += [
+            error_events[ERROR_BITS["tlast_early"]].eq(
+                (state == RUN) & handshake & self.s_last & ~last_beat_expected),
+            error_events[ERROR_BITS["tlast_missing"]].eq(
+                (state == RUN) & handshake & ~self.s_last & last_beat_expected),
+        ]
+
+        # Flush beats (end of epoch) share the issue point with stream beats.
+        flush_f0 = Signal(field_bits)
+        flush_pass = Signal(2)     # passes still to do
+        flush_parity = Signal()
+        flush_issue = Signal()
+        flush_gate = ~window_hit(flush_f0)
+        m.d.comb += flush_issue.eq((state == FLUSH) & (flush_pass != 0) & flush_gate)
+
+        m.d.comb += [
+            issue_valid.eq(take | flush_issue),
+            issue_fused.eq(Mux(flush_issue, 1, fused_sample)),
+            issue_f0.eq(Mux(flush_issue, flush_f0, in_f0)),
+        ]
+
+        # Sample FIFO write: the beat and its batch tags.
+        m.d.comb += [
+            sfifo.w_en.eq(take),
+            sfifo.w_data.eq(Cat(self.s_data, last_beat_expected, first_of_batch, last_of_batch,
+                                in_batch[0])),
+        ]
+
+        with m.If(take):
+            m.d.sync += self.beats.eq(self.beats + 1)
+            with m.If(last_beat_expected):
+                m.d.sync += [in_f0.eq(0), in_samples.eq(in_samples + 1)]
+                with m.If(last_of_batch):
+                    m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(in_batch + 1)]
+                with m.Else():
+                    m.d.sync += in_sample_in_batch.eq(in_sample_in_batch + 1)
+            with m.Else():
+                m.d.sync += in_f0.eq(in_f0 + cfg.per_beat)
+
+        # ======================================================================================
+        # Forward path
+        # ======================================================================================
+        # Stage A registers (the issued beat).
+        a_valid, a_fused, a_flush = Signal(), Signal(), Signal()
+        a_f0 = Signal(field_bits)
+        a_data = Signal(p.bus_width)
+        a_first, a_last = Signal(), Signal()
+        a_parity = Signal()
+        a_pass_end = Signal()
+        m.d.sync += [
+            a_valid.eq(issue_valid & ~pipe_reset), a_fused.eq(issue_fused),
+            a_flush.eq(flush_issue), a_f0.eq(issue_f0),
+            a_data.eq(Mux(flush_issue, 0, self.s_data)),
+            a_first.eq(issue_f0 == 0), a_last.eq(Mux(flush_issue, 0, last_beat_expected)),
+            a_parity.eq(Mux(flush_issue, flush_parity, pending_parity)),
+            a_pass_end.eq(issue_f0 + cfg.per_beat > cfg.n),
+        ]
+
+        m.submodules.decoder = dec = FieldDecoder(bus_width=p.bus_width)
+        m.d.comb += [dec.data.eq(a_data), dec.encoding.eq(cfg.encoding), dec.bits.eq(cfg.bits)]
+        a_shift = Signal(log_lanes)
+        a_base = Signal(field_bits - log_lanes)
+        m.d.comb += [a_shift.eq(a_f0[:log_lanes]), a_base.eq(a_f0[log_lanes:])]
+        a_rows = [_row(a_base, a_shift, b, lanes) for b in range(lanes)]
+        lane_field = [a_f0 + i for i in range(lanes)]
+        a_mask = Cat(*((i < cfg.per_beat) & (lane_field[i] >= 1) & (lane_field[i] <= cfg.n)
+                       for i in range(lanes)))
+        # Model reads: the forward path while running, the model port while idle.
+        port_field = self.model_index + 1
+        port_bank = port_field[:log_lanes]
+        port_row = port_field[log_lanes:]
+        idle_port = ~self.busy
+        for b in range(lanes):
+            m.d.comb += model_rd[b].addr.eq(Mux(idle_port, port_row, a_rows[b]))
+        # Lane generators step once per fused beat (stage A); outputs are read in stage B.
+        m.d.comb += rng.step[:lanes].eq((a_valid & a_fused).replicate(lanes))
+        # Gradient reads for the fused update (stage A), shared with the gradient path below.
+        fused_read = a_valid & a_fused
+
+        # Stage B: memory data; lane -> bank rotations of mask and random bits.
+        b_valid, b_fused, b_flush, b_first, b_last, b_pass_end = (Signal() for _ in range(6))
+        b_f0 = Signal(field_bits)
+        b_parity = Signal()
+        b_label = Signal(signed(32))
+        b_first_lanes = [Signal(signed(32), name=f"b_first{i}") for i in range(lanes)]
+        b_mask = Signal(lanes)
+        m.d.sync += [b_valid.eq(a_valid & ~pipe_reset), b_fused.eq(a_fused),
+                     b_flush.eq(a_flush), b_first.eq(a_first), b_last.eq(a_last),
+                     b_pass_end.eq(a_pass_end), b_f0.eq(a_f0), b_parity.eq(a_parity),
+                     b_mask.eq(a_mask & dec.valid),
+                     b_label.eq(Mux(cfg.raw, dec.first[0], dec.first[0] + dec.second[0]))]
+        m.d.sync += [b_first_lanes[i].eq(dec.first[i]) for i in range(lanes)]
+        b_shift = b_f0[:log_lanes]
+        neg_shift = Signal(log_lanes)
+        m.d.comb += neg_shift.eq(-b_shift)
+        b_x = [model_rd[b].data for b in range(lanes)]
+        b_g = [Signal(signed(gacc_width), name=f"b_g{b}") for b in range(lanes)]
+        m.d.comb += [b_g[b].eq(Mux(b_parity, grad_rd[1][b].data, grad_rd[0][b].data))
+                     for b in range(lanes)]
+        rand_lanes = [Signal(32, name=f"rand_lane{i}") for i in range(lanes)]
+        m.d.comb += [rand_lanes[i].eq(rng.value[i]) for i in range(lanes)]
+        rand_banks = rotate(m, rand_lanes, neg_shift, "rand_rot")
+        mask_banks = rotate(m, [b_mask[i] for i in range(lanes)], neg_shift, "mask_rot")
+
+        # Stage C1: step = round(G >> update_shift)   (docs/ENGINE.md stage 6, step 1)
+        def stage(name, shape, value):
+            sig = Signal(shape, name=name)
+            m.d.sync += sig.eq(value)
+            return sig
+
+        c1 = {"valid": stage("c1_valid", 1, b_valid & ~pipe_reset)}
+        for key, src in (("fused", b_fused), ("flush", b_flush), ("first", b_first),
+                         ("last", b_last), ("pass_end", b_pass_end), ("f0", b_f0),
+                         ("label", b_label)):
+            c1[key] = stage(f"c1_{key}", src.shape(), src)
+        c1_mask = stage("c1_mask", lanes, Cat(*mask_banks))
+        c1_lanes = [stage(f"c1_first{i}", signed(32), b_first_lanes[i]) for i in range(lanes)]
+        c1_x = [stage(f"c1_x{b}", signed(32), b_x[b]) for b in range(lanes)]
+        c1_rand = [stage(f"c1_rand{b}", 32, rand_banks[b]) for b in range(lanes)]
+        c1_step = [stage(f"c1_step{b}", signed(gacc_width + 1),
+                         update_rounder.apply(b_g[b], rand_banks[b][:RAND_BITS]))
+                   for b in range(lanes)]
+
+        # Stage C2: x1 = sat_WLm(x - step)   (step 1, saturation)
+        def carry(prefix, src):
+            out = {"valid": stage(f"{prefix}_valid", 1, src["valid"] & ~pipe_reset)}
+            for key, sig in src.items():
+                if key != "valid":
+                    out[key] = stage(f"{prefix}_{key}", sig.shape(), sig)
+            return out
+
+        c2 = carry("c2", c1)
+        c2_mask = stage("c2_mask", lanes, c1_mask)
+        c2_lanes = [stage(f"c2_first{i}", signed(32), c1_lanes[i]) for i in range(lanes)]
+        c2_rand = [stage(f"c2_rand{b}", 32, c1_rand[b]) for b in range(lanes)]
+        c2_x = [stage(f"c2_x{b}", signed(32), c1_x[b]) for b in range(lanes)]
+        c2_x1, c2_clip = [], []
+        for b in range(lanes):
+            clamped, clipped = saturate_runtime(c1_x[b] - c1_step[b], model_top, 32)
+            c2_x1.append(stage(f"c2_x1_{b}", signed(32), clamped))
+            c2_clip.append(stage(f"c2_clip{b}", 1, clipped))
+        # Model saturations: counted for fused, valid banks.
+        sat_bits = Signal(lanes)
+        m.d.comb += sat_bits.eq(Cat(*(c2_clip[b] & c2_mask[b] for b in range(lanes))))
+        with m.If(c2["valid"] & c2["fused"]):
+            m.d.sync += self.model_saturations.eq(self.model_saturations + popcount(sat_bits))
+
+        # Stage C3: decay product x1 * eta (step 2)
+        c3 = carry("c3", c2)
+        c3_mask = stage("c3_mask", lanes, c2_mask)
+        c3_lanes = [stage(f"c3_first{i}", signed(32), c2_lanes[i]) for i in range(lanes)]
+        c3_rand = [stage(f"c3_rand{b}", 32, c2_rand[b]) for b in range(lanes)]
+        c3_x = [stage(f"c3_x{b}", signed(32), c2_x[b]) for b in range(lanes)]
+        c3_x1 = [stage(f"c3_x1_{b}", signed(32), c2_x1[b]) for b in range(lanes)]
+        c3_prod = [stage(f"c3_prod{b}", signed(32 + DECAY_WIDTH + 1),
+                         c2_x1[b] * cfg.decay.as_unsigned()) for b in range(lanes)]
+
+        # Stage C4: x2 = x1 - round(x1 * eta >> 24); x3 = L1 threshold (steps 2 and 3)
+        c4 = carry("c4", c3)
+        c4_mask = stage("c4_mask", lanes, c3_mask)
+        c4_lanes = [stage(f"c4_first{i}", signed(32), c3_lanes[i]) for i in range(lanes)]
+        c4_x = []
+        for b in range(lanes):
+            decay = decay_rounder.apply(c3_prod[b], c3_rand[b][16:32])
+            x2 = c3_x1[b] - decay
+            magnitude = Mux(x2 < 0, -x2, x2) - cfg.threshold
+            x3 = Mux(magnitude > 0, Mux(x2 < 0, -magnitude, magnitude), 0)
+            c4_x.append(stage(f"c4_x{b}", signed(32), Mux(c3["fused"], x3, c3_x[b])))
+        # Write back the fused update (bank space; rows from f0).
+        c4_shift = Signal(log_lanes)
+        c4_base = Signal(field_bits - log_lanes)
+        m.d.comb += [c4_shift.eq(c4["f0"][:log_lanes]), c4_base.eq(c4["f0"][log_lanes:])]
+        for b in range(lanes):
+            with m.If(idle_port):
+                m.d.comb += [model_wr[b].addr.eq(port_row), model_wr[b].data.eq(self.model_wdata),
+                             model_wr[b].en.eq(self.model_write & (port_bank == b))]
+            with m.Else():
+                m.d.comb += [model_wr[b].addr.eq(_row(c4_base, c4_shift, b, lanes)),
+                             model_wr[b].data.eq(c4_x[b]),
+                             model_wr[b].en.eq(c4["valid"] & c4["fused"] & c4_mask[b])]
+        with m.If(c4["valid"] & c4["fused"] & c4["pass_end"]):
+            m.d.sync += self.updates.eq(self.updates + 1)
+
+        # Stage D: bank -> lane rotation of the (updated) model words.
+        d = carry("d", c4)
+        x_lanes = rotate(m, c4_x, c4_shift, "x_rot")
+        d_x = [stage(f"d_x{i}", signed(32), x_lanes[i]) for i in range(lanes)]
+        d_lanes = [stage(f"d_first{i}", signed(32), c4_lanes[i]) for i in range(lanes)]
+        lane_mask = rotate(m, [c4_mask[b] for b in range(lanes)], c4_shift, "lane_mask_rot")
+        d_mask = stage("d_mask", lanes, Cat(*lane_mask))
+
+        # Stage E: products F1 * x   (docs/ENGINE.md stage 2)
+        e = carry("e", d)
+        products = []
+        for i in range(lanes):
+            quant = d_lanes[i][:_QUANT_WIDTH].as_signed() * d_x[i]
+            if i < raw_lanes:
+                raw = (d_lanes[i] * d_x[i]) >> RAW_PRODUCT_SHIFT
+                value = Mux(cfg.raw, raw, quant)
+            else:
+                value = quant
+            products.append(stage(f"e_p{i}", signed(42), Mux(d_mask[i], value, 0)))
+
+        # Adder tree, registered every two levels.
+        level = products
+        tree = e
+        depth = 0
+        while len(level) > 1:
+            pairs = [level[i] + level[i + 1] for i in range(0, len(level) - 1, 2)]
+            if len(level) % 2:
+                pairs.append(level[-1])
+            level = pairs
+            depth += 1
+            if depth % 2 == 0 and len(level) > 1:
+                tree = carry(f"t{depth}", tree)
+                level = [stage(f"t{depth}_s{k}", v.shape(), v) for k, v in enumerate(level)]
+        tree_out = level[0]
+
+        # Per-sample accumulation.
+        acc = Signal(signed(dot_width))
+        held_label = Signal(signed(32))
+        s_valid = Signal()
+        s_dot = Signal(signed(dot_width))
+        s_label = Signal(signed(32))
+        m.d.sync += s_valid.eq(0)
+        with m.If(tree["valid"] & ~tree["flush"]):
+            total = Mux(tree["first"], tree_out, acc + tree_out)
+            m.d.sync += acc.eq(total)
+            with m.If(tree["first"]):
+                m.d.sync += held_label.eq(tree["label"])
+            with m.If(tree["last"]):
+                m.d.sync += [s_valid.eq(~pipe_reset), s_dot.eq(total),
+                             s_label.eq(Mux(tree["first"], tree["label"], held_label))]
+
+        # Stage R: residual (stage 3); the residual generator steps once per sample.
+        label_left = Signal()
+        label_amount = Signal(range(32))
+        raw_gain = cfg.fl_m + QUANT_FEATURE_FRAC - RAW_LABEL_FRAC
+        m.d.comb += [
+            label_left.eq(~cfg.raw | (cfg.fl_m + QUANT_FEATURE_FRAC >= RAW_LABEL_FRAC)),
+            label_amount.eq(Mux(~cfg.raw, cfg.fl_m + QUANT_FEATURE_FRAC - QUANT_LABEL_FRAC,
+                                Mux(label_left, raw_gain, RAW_LABEL_FRAC - QUANT_FEATURE_FRAC
+                                    - cfg.fl_m))),
+        ]
+        aligned = Mux(label_left, s_label << label_amount, s_label >> label_amount)
+        r_valid = stage("r_valid", 1, s_valid & ~pipe_reset)
+        r_res = stage("r_res", signed(dot_width + 1), s_dot - aligned)
+        m.d.comb += rng.step[lanes].eq(s_valid)
+
+        # Stage E1: step * r and the loss narrowing; E2: rounding and the square;
+        # E3: saturation to the gradient format and the loss accumulation.
+        e1_valid = stage("e1_valid", 1, r_valid & ~pipe_reset)
+        e1_prod = stage("e1_prod", signed(dot_width + 1 + STEP_WIDTH + 1),
+                        r_res * cfg.step.as_unsigned())
+        e1_rand = stage("e1_rand", RAND_BITS, rng.value[lanes][:RAND_BITS])
+        loss_gain_left = cfg.fl_m + QUANT_FEATURE_FRAC < LOSS_RESIDUAL_FRAC
+        loss_amount = Mux(loss_gain_left,
+                          LOSS_RESIDUAL_FRAC - QUANT_FEATURE_FRAC - cfg.fl_m,
+                          cfg.fl_m + QUANT_FEATURE_FRAC - LOSS_RESIDUAL_FRAC)
+        narrowed = Mux(loss_gain_left, r_res << loss_amount[:5], r_res >> loss_amount[:5])
+        loss_res, loss_clip = saturate(narrowed, LOSS_RESIDUAL_WIDTH)
+        e1_loss = stage("e1_loss", signed(LOSS_RESIDUAL_WIDTH), loss_res)
+        e1_loss_clip = stage("e1_loss_clip", 1, loss_clip)
+
+        e2_valid = stage("e2_valid", 1, e1_valid & ~pipe_reset)
+        e2_round = stage("e2_round", signed(dot_width + 1 + STEP_WIDTH + 1),
+                         residual_rounder.apply(e1_prod, e1_rand))
+        e2_square = stage("e2_square", 2 * LOSS_RESIDUAL_WIDTH,
+                          (e1_loss * e1_loss).as_unsigned())
+        e2_loss_clip = stage("e2_loss_clip", 1, e1_loss_clip)
+
+        scaled, scaled_clip = saturate_runtime(e2_round, grad_top, 32)
+        m.d.comb += [efifo.w_en.eq(e2_valid), efifo.w_data.eq(scaled)]
+        with m.If(e2_valid):
+            m.d.sync += self.samples.eq(self.samples + 1)
+            with m.If(scaled_clip):
+                m.d.sync += self.residual_saturations.eq(self.residual_saturations + 1)
+            new_loss = self.loss + (e2_square >> LOSS_SQUARE_SHIFT)
+            limit = (1 << LOSS_ACC_WIDTH) - 1
+            with m.If(new_loss > limit):
+                m.d.sync += [self.loss.eq(limit), self.loss_saturated.eq(1)]
+            with m.Else():
+                m.d.sync += self.loss.eq(new_loss)
+            with m.If(e2_loss_clip):
+                m.d.sync += self.loss_saturated.eq(1)
+
+        # ======================================================================================
+        # Gradient path
+        # ======================================================================================
+        g_f0 = Signal(field_bits)
+        pop = Signal()
+        m.d.comb += pop.eq(sfifo.r_rdy & efifo.r_rdy)
+        m.d.comb += sfifo.r_en.eq(pop)
+        pop_data = sfifo.r_data[:p.bus_width]
+        pop_last = sfifo.r_data[p.bus_width]
+        pop_first_of_batch = sfifo.r_data[p.bus_width + 1]
+        pop_last_of_batch = sfifo.r_data[p.bus_width + 2]
+        pop_parity = sfifo.r_data[p.bus_width + 3]
+        m.d.comb += efifo.r_en.eq(pop & pop_last)
+        with m.If(pop):
+            m.d.sync += g_f0.eq(Mux(pop_last, 0, g_f0 + cfg.per_beat))
+        with m.If(pipe_reset):
+            m.d.sync += g_f0.eq(0)
+
+        # G1: decode F2, c = e * F2 (stage 5).
+        g1_valid = stage("g1_valid", 1, pop & ~pipe_reset)
+        g1_data = stage("g1_data", p.bus_width, pop_data)
+        g1_f0 = stage("g1_f0", field_bits, g_f0)
+        g1_e = stage("g1_e", signed(32), efifo.r_data.as_signed())
+        g1_overwrite = stage("g1_overwrite", 1, pop_first_of_batch)
+        g1_batch_end = stage("g1_batch_end", 1, pop_last_of_batch & pop_last)
+        g1_parity = stage("g1_parity", 1, pop_parity)
+        m.submodules.grad_decoder = gdec = FieldDecoder(bus_width=p.bus_width)
+        m.d.comb += [gdec.data.eq(g1_data), gdec.encoding.eq(cfg.encoding),
+                     gdec.bits.eq(cfg.bits)]
+        g1_lane_field = [g1_f0 + i for i in range(lanes)]
+        g1_mask = Cat(*((i < cfg.per_beat) & (g1_lane_field[i] >= 1)
+                        & (g1_lane_field[i] <= cfg.n) for i in range(lanes))) & gdec.valid
+        g2_valid = stage("g2_valid", 1, g1_valid & ~pipe_reset)
+        g2_f0 = stage("g2_f0", field_bits, g1_f0)
+        g2_overwrite = stage("g2_overwrite", 1, g1_overwrite)
+        g2_batch_end = stage("g2_batch_end", 1, g1_batch_end)
+        g2_parity = stage("g2_parity", 1, g1_parity)
+        g2_mask = stage("g2_mask", lanes, g1_mask)
+        g2_c = []
+        for i in range(lanes):
+            quant = g1_e * gdec.second[i][:_QUANT_WIDTH].as_signed()
+            if i < raw_lanes:
+                value = Mux(cfg.raw, (g1_e * gdec.second[i]) >> RAW_PRODUCT_SHIFT, quant)
+            else:
+                value = quant
+            g2_c.append(stage(f"g2_c{i}", signed(42), value))
+
+        # G2 (combinational part): rotate to banks, issue the reads.
+        g2_shift = Signal(log_lanes)
+        g2_base = Signal(field_bits - log_lanes)
+        g2_neg = Signal(log_lanes)
+        m.d.comb += [g2_shift.eq(g2_f0[:log_lanes]), g2_base.eq(g2_f0[log_lanes:]),
+                     g2_neg.eq(-g2_shift)]
+        g2_rows = [_row(g2_base, g2_shift, b, lanes) for b in range(lanes)]
+        c_banks = rotate(m, g2_c, g2_neg, "c_rot")
+        en_banks = rotate(m, [g2_mask[i] for i in range(lanes)], g2_neg, "en_rot")
+
+        # G3: old value (memory or forwarded) + c; G4: write.
+        g3_valid = stage("g3_valid", 1, g2_valid & ~pipe_reset)
+        g3_overwrite = stage("g3_overwrite", 1, g2_overwrite)
+        g3_batch_end = stage("g3_batch_end", 1, g2_batch_end)
+        g3_parity = stage("g3_parity", 1, g2_parity)
+        g3_rows = [stage(f"g3_row{b}", range(rows), g2_rows[b]) for b in range(lanes)]
+        g3_en = stage("g3_en", lanes, Cat(*en_banks))
+        g3_c = [stage(f"g3_c{b}", signed(42), c_banks[b]) for b in range(lanes)]
+        g4_valid = stage("g4_valid", 1, g3_valid & ~pipe_reset)
+        g4_batch_end = stage("g4_batch_end", 1, g3_batch_end)
+        g4_parity = stage("g4_parity", 1, g3_parity)
+        g4_rows = [stage(f"g4_row{b}", range(rows), g3_rows[b]) for b in range(lanes)]
+        g4_en = stage("g4_en", lanes, g3_en)
+        g5_valid = Signal()
+        g5_parity = Signal()
+        g5_rows = [Signal(range(rows), name=f"g5_row{b}") for b in range(lanes)]
+        g5_en = Signal(lanes)
+        g4_sum = []
+        g5_sum = [Signal(signed(gacc_width), name=f"g5_sum{b}") for b in range(lanes)]
+        for b in range(lanes):
+            memory_value = Mux(g3_parity, grad_rd[1][b].data, grad_rd[0][b].data)
+            from_g4 = (g4_valid & g4_en[b] & (g4_parity == g3_parity)
+                       & (g4_rows[b] == g3_rows[b]))
+            from_g5 = (g5_valid & g5_en[b] & (g5_parity == g3_parity)
+                       & (g5_rows[b] == g3_rows[b]))
+            g4_value = Signal(signed(gacc_width), name=f"g4_sum{b}")
+            # Forwarding: writes of the two cycles before are not in the memory data yet.
+            old = Mux(g3_overwrite, 0,
+                      Mux(from_g4, g4_value, Mux(from_g5, g5_sum[b], memory_value)))
+            # |old + c| stays below 2**(GACC_W-2): the width analysis of docs/ENGINE.md.
+            m.d.sync += g4_value.eq((old + g3_c[b])[:gacc_width].as_signed())
+            g4_sum.append(g4_value)
+        m.d.sync += [g5_valid.eq(g4_valid & ~pipe_reset), g5_parity.eq(g4_parity),
+                     g5_en.eq(g4_en)]
+        m.d.sync += [g5_rows[b].eq(g4_rows[b]) for b in range(lanes)]
+        m.d.sync += [g5_sum[b].eq(g4_sum[b]) for b in range(lanes)]
+        for z in range(2):
+            for b in range(lanes):
+                m.d.comb += [grad_wr[z][b].addr.eq(g4_rows[b]), grad_wr[z][b].data.eq(g4_sum[b]),
+                             grad_wr[z][b].en.eq(g4_valid & g4_en[b] & (g4_parity == z))]
+        with m.If(g4_valid & g4_batch_end):
+            m.d.sync += grad_batches_done.eq(grad_batches_done + 1)
+
+        # Gradient-memory read addresses: the fused update (stage A) or the gradient path (G2).
+        for z in range(2):
+            for b in range(lanes):
+                fused_here = fused_read & (a_parity == z)
+                m.d.comb += grad_rd[z][b].addr.eq(Mux(fused_here, a_rows[b], g2_rows[b]))
+
+        # ======================================================================================
+        # Control
+        # ======================================================================================
+        total_batches = Signal(64)
+        forward_busy = (a_valid | b_valid | c1["valid"] | c2["valid"] | c3["valid"]
+                        | c4["valid"] | d["valid"] | e["valid"] | tree["valid"] | s_valid
+                        | r_valid | e1_valid | e2_valid)
+        gradient_busy = (sfifo.r_rdy | efifo.r_rdy | g1_valid | g2_valid | g3_valid | g4_valid)
+
+        with m.Switch(state):
+            with m.Case(IDLE, DISCARD):
+                with m.If(start_ok):
+                    m.d.sync += state.eq(START)
+            with m.Case(START):
+                m.d.sync += [in_f0.eq(0), in_sample_in_batch.eq(0), in_batch.eq(0),
+                             in_samples.eq(0), grad_batches_done.eq(0), acc.eq(0),
+                             state.eq(RUN)]
+            with m.Case(RUN):
+                with m.If((state == RUN) & handshake & ~framing_ok):
+                    m.d.sync += state.eq(DISCARD)
+                with m.Elif(take & last_beat_expected & (in_samples + 1 == cfg.samples)):
+                    m.d.sync += [state.eq(DRAIN), total_batches.eq(in_batch + 1)]
+            with m.Case(DRAIN):
+                with m.If(~forward_busy & ~gradient_busy
+                          & (grad_batches_done == total_batches)):
+                    last = total_batches - 1
+                    m.d.sync += [state.eq(FLUSH), flush_f0.eq(0)]
+                    with m.If(keep & (total_batches >= 2)):
+                        m.d.sync += [flush_pass.eq(2), flush_parity.eq(~last[0])]
+                    with m.Else():
+                        m.d.sync += [flush_pass.eq(1), flush_parity.eq(last[0])]
+            with m.Case(FLUSH):
+                with m.If(flush_pass == 0):
+                    m.d.sync += state.eq(SETTLE)
+                with m.Elif(flush_issue):
+                    with m.If(flush_f0 + cfg.per_beat > cfg.n):
+                        m.d.sync += [flush_f0.eq(0), flush_pass.eq(flush_pass - 1),
+                                     flush_parity.eq(~flush_parity)]
+                    with m.Else():
+                        m.d.sync += flush_f0.eq(flush_f0 + cfg.per_beat)
+            with m.Case(SETTLE):
+                with m.If(~forward_busy):
+                    m.d.sync += [state.eq(IDLE), self.done.eq(1)]
+        with m.If(self.abort_epoch):
+            m.d.sync += state.eq(IDLE)
+
+        # Model port: reads answer one cycle later; use while busy is an error.
+        port_pending = Signal()
+        port_pending_bank = Signal(log_lanes)
+        port_use = self.model_read | self.model_write
+        m.d.comb += error_events[ERROR_BITS["model_port_busy"]].eq(port_use & self.busy)
+        m.d.sync += [port_pending.eq(self.model_read & ~self.busy),
+                     port_pending_bank.eq(port_bank)]
+        bank_data = Array(model_rd[b].data for b in range(lanes))
+        m.d.comb += [
+            self.model_rvalid.eq(port_pending | (self.model_read & self.busy)),
+            self.model_rdata.eq(Mux(port_pending, bank_data[port_pending_bank], 0)),
+        ]
+        return m

@@ -1,0 +1,273 @@
+"""The engine's first stage: one stream beat in, every lane's decoded feature words out.
+
+The hardware twin of :func:`zipsgd.spec.stream.unpack_fields` followed by
+:func:`zipsgd.spec.stream.decode_fields` (``docs/ENGINE.md``, stage 1), for one beat at a time
+and with the encoding and bit width chosen at run time.
+
+Cost model.  Lane ``i``'s field starts at bit ``i * fw`` with ``fw`` one of only ten run-time
+widths (2..10 and 32), so each output bit of a lane is an AND-OR of at most 16 *fixed* beat bits
+(one per quantized setting, several settings sharing a bit are merged) under one-hot setting
+selects shared by all lanes: no barrel shifter.  A setting is left out of lane ``i`` when the
+lane can never be valid in it (``i >= bus_width // fw``), so high lanes shrink to the few
+narrow settings that reach them.  The interval index is gathered *left-aligned* to 8 bits, which
+puts every level on one 256-step grid and makes the level lookup a constant map (no per-lane
+shifter by ``8 - b``).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from zipsgd.spec.stream import (
+    BUS_WIDTHS,
+    QUANT_FEATURE_FRAC,
+    RAW_ONE,
+    Encoding,
+    StreamLayout,
+)
+
+__all__ = ["FieldDecoder", "level_value", "QUANT_SETTINGS", "LEVEL_WIDTH", "WORD_WIDTH"]
+
+#: Width of the aligned level ``q << (8 - b)`` (0..256) that :func:`level_value` takes.
+LEVEL_WIDTH = QUANT_FEATURE_FRAC + 1
+#: Width of every decoded word port (``first``, ``second``, ``label``).
+WORD_WIDTH = 32
+#: Every quantized (encoding, bits) setting the decoder accepts.
+QUANT_SETTINGS = tuple((encoding, bits) for encoding in (Encoding.DOUBLE, Encoding.SINGLE)
+                       for bits in range(1, 9))
+
+
+def level_value(q, bits):
+    """The feature word of a quantization level: the uniform level lookup.
+
+    Kept apart from the field extraction so that a per-feature codebook (variance-optimal
+    levels) can replace it.
+
+    Parameters
+    ----------
+    q : Value or int
+        The level ``q`` in ``0..2**b`` *aligned to 8 bits*: ``q << (8 - b)``, in ``0..256``
+        (``LEVEL_WIDTH`` = 9 bits, unsigned).  A level of ``b`` bits becomes its position on the
+        256-step grid, which is what makes the uniform lookup independent of ``b``.
+    bits : Value or int
+        The interval-index bits ``b`` (1..8).  The uniform grid does not need it (``q`` is
+        aligned); it is part of the interface for a codebook, which maps ``(q, bits)`` to a word.
+
+    Returns
+    -------
+    Value or int
+        ``2 q - 256`` = ``(2 q_b - 2**b) << (8 - b)``: a signed word in ``[-256, 256]`` with
+        ``QUANT_FEATURE_FRAC`` = 8 fraction bits (an Amaranth value of shape ``signed(11)`` for
+        a 9-bit ``q``; the decoder narrows it to ``signed(10)``, exact for ``q <= 256``).
+    """
+    del bits  # the aligned level already carries the scale
+    return (q << 1) - (1 << QUANT_FEATURE_FRAC)
+
+
+def _any(terms):
+    """OR of 1-bit values (``Const(0, 1)`` for none), as one flat reduction."""
+    terms = list(terms)
+    return Cat(*terms).any() if terms else Const(0, 1)
+
+
+def _gather(data_bits, terms):
+    """One output bit: ``OR over beat positions p of (data[p] & OR(selects of p))``."""
+    return _any(data_bits[pos] & _any(selects) for pos, selects in sorted(terms.items()))
+
+
+class FieldDecoder(wiring.Component):
+    """Decodes one beat of the packed stream into ``bus_width // 2`` lanes of feature words.
+
+    Exactly :func:`~zipsgd.spec.stream.unpack_fields` + :func:`~zipsgd.spec.stream.decode_fields`
+    of the beat, lane ``i`` being field ``i`` of the beat (bits ``[i*fw, (i+1)*fw)``).  Purely
+    combinational unless ``registered`` (then every output is the decode of the inputs one
+    clock earlier, in the ``sync`` domain, with reset value 0).
+
+    Parameters
+    ----------
+    bus_width : int
+        Beat width ``W``: 64, 128, 256 or 512.  The decoder has ``L = W // 2`` lanes.
+    registered : bool
+        Add one register stage on every output (latency 1 instead of 0).  Default ``False``.
+
+    Members
+    -------
+    data : In(W)
+        The beat (``tdata``).
+    encoding : In(2)
+        :class:`~zipsgd.spec.stream.Encoding` code: 0 double, 1 single, 2 raw32.
+    bits : In(4)
+        Interval-index bits ``b`` (1..8); ignored for raw32.
+    valid : Out(L)
+        Bit ``i`` is set when lane ``i`` holds a field: ``i < fields_per_beat``.
+    first, second : Out(data.ArrayLayout(signed(32), L))
+        ``first[i]``, ``second[i]``: lane ``i``'s two feature words ``F1``, ``F2``.
+        Quantized: ``(2 q - 2**b) << (8 - b)`` in ``[-256, 256]``, 8 fraction bits
+        (``second == first`` for single).  Raw32 (lanes ``0 .. W/32 - 1``):
+        ``clamp(word, -2**30, 2**30)``, 30 fraction bits, ``second == first``.
+        An invalid lane reads 0.
+    fields_per_beat : Out(range(L + 1))
+        ``P = W // field_width`` of the current setting (``field_width`` = ``b + 2``,
+        ``b + 1`` or 32).
+    label : Out(signed(32))
+        Lane 0 decoded as the label: ``F1 + F2`` (double; ``2 F1`` for single), 9 fraction bits,
+        in ``[-512, 512]``; the clamped word (raw32), 30 fraction bits.
+
+    A setting outside the table (encoding 3, or ``bits`` not in 1..8 for double/single) has
+    ``fields_per_beat`` = 0, no valid lane and every word 0; the engine refuses such a start,
+    so this is only the defined behaviour of a stray input.
+
+    Raises
+    ------
+    TypeError
+        If ``bus_width`` is not an integer or ``registered`` not a bool.
+    ValueError
+        If ``bus_width`` is not one of 64, 128, 256, 512.
+    """
+
+    def __init__(self, *, bus_width, registered=False):
+        if not isinstance(bus_width, int) or isinstance(bus_width, bool):
+            raise TypeError(f"Bus width must be an integer, not {bus_width!r}")
+        if bus_width not in BUS_WIDTHS:
+            raise ValueError(f"Bus width must be one of {BUS_WIDTHS}, not {bus_width!r}")
+        if not isinstance(registered, bool):
+            raise TypeError(f"Registered must be a bool, not {registered!r}")
+        self._bus_width = bus_width
+        self._registered = registered
+        super().__init__(self.signature_for(bus_width))
+
+    @staticmethod
+    def signature_for(bus_width):
+        """The port signature of a decoder for ``bus_width`` (see the class members)."""
+        lanes = bus_width // 2
+        words = data.ArrayLayout(signed(WORD_WIDTH), lanes)
+        return wiring.Signature({
+            "data": In(bus_width),
+            "encoding": In(2),
+            "bits": In(4),
+            "valid": Out(lanes),
+            "first": Out(words),
+            "second": Out(words),
+            "fields_per_beat": Out(range(lanes + 1)),
+            "label": Out(signed(WORD_WIDTH)),
+        })
+
+    @property
+    def bus_width(self):
+        return self._bus_width
+
+    @property
+    def lanes(self):
+        """``L = bus_width // 2``: the most fields a beat holds (single, b = 1)."""
+        return self._bus_width // 2
+
+    @property
+    def raw_lanes(self):
+        """Lanes that can hold a raw32 word: ``bus_width // 32``."""
+        return self._bus_width // 32
+
+    @property
+    def registered(self):
+        return self._registered
+
+    def elaborate(self, platform):
+        m = Module()
+        width, lanes, raw_lanes = self._bus_width, self.lanes, self.raw_lanes
+
+        # Per-lane results; gathered into the output ports at the end.
+        lane_valid, lane_first, lane_second = [], [], []
+
+        # One-hot setting selects, shared by every lane.
+        selects = {}
+        for encoding, bits in QUANT_SETTINGS:
+            select = Signal(name=f"sel_{encoding.name.lower()}{bits}")
+            m.d.comb += select.eq((self.encoding == encoding) & (self.bits == bits))
+            selects[encoding, bits] = select
+        sel_raw = Signal()
+        m.d.comb += sel_raw.eq(self.encoding == Encoding.RAW32)
+        layouts = {key: StreamLayout(*key, width) for key in selects}
+        raw_layout = StreamLayout(Encoding.RAW32, 32, width)
+
+        # The aligned weight of a sample bit: the level step 2**(8 - b) on the 256-step grid.
+        level_step = Signal(LEVEL_WIDTH)
+        with m.Switch(self.bits):
+            for bits in range(1, 9):
+                with m.Case(bits):
+                    m.d.comb += level_step.eq(1 << (QUANT_FEATURE_FRAC - bits))
+
+        fields_per_beat = functools.reduce(operator.or_, (
+            [Mux(sel_raw, raw_layout.fields_per_beat, 0)]
+            + [Mux(selects[key], layouts[key].fields_per_beat, 0) for key in selects]))
+
+        for lane in range(lanes):
+            # For each output bit, the beat positions it can come from and under which settings.
+            index_terms = [{} for _ in range(QUANT_FEATURE_FRAC)]  # left-aligned index bits
+            sample1_terms, sample2_terms, lane_selects = {}, {}, []
+            for (encoding, bits), select in selects.items():
+                layout = layouts[encoding, bits]
+                if lane >= layout.fields_per_beat:
+                    continue  # pruned: this lane never holds a field in this setting
+                lane_selects.append(select)
+                base = lane * layout.field_width
+                for j in range(bits):  # index bit j -> aligned bit j + 8 - b
+                    index_terms[j + QUANT_FEATURE_FRAC - bits].setdefault(
+                        base + j, []).append(select)
+                sample1_terms.setdefault(base + bits, []).append(select)
+                second_bit = bits + 1 if encoding is Encoding.DOUBLE else bits
+                sample2_terms.setdefault(base + second_bit, []).append(select)
+
+            quant_valid = Signal(name=f"lane{lane}_quant_valid")
+            index = Signal(QUANT_FEATURE_FRAC, name=f"lane{lane}_index")
+            sample1 = Signal(name=f"lane{lane}_s1")
+            sample2 = Signal(name=f"lane{lane}_s2")
+            m.d.comb += [
+                quant_valid.eq(_any(lane_selects)),
+                sample1.eq(_gather(self.data, sample1_terms)),
+                sample2.eq(_gather(self.data, sample2_terms)),
+                index.eq(Cat(*(_gather(self.data, terms) for terms in index_terms))),
+            ]
+
+            # Aligned levels q << (8 - b) = (index << (8 - b)) + s << (8 - b), then the lookup.
+            words = []
+            for n, sample in ((1, sample1), (2, sample2)):
+                level = Signal(LEVEL_WIDTH, name=f"lane{lane}_q{n}")
+                word = Signal(signed(QUANT_FEATURE_FRAC + 2), name=f"lane{lane}_f{n}")
+                m.d.comb += [
+                    level.eq(index + Mux(sample, level_step, 0)),
+                    word.eq(Mux(quant_valid, level_value(level, self.bits), 0)),
+                ]
+                words.append(word)
+
+            valid = quant_valid
+            if lane < raw_lanes:
+                raw = self.data[32 * lane: 32 * lane + 32]
+                clamped = Signal(signed(WORD_WIDTH), name=f"lane{lane}_raw")
+                # Top two bits 01: >= 2**30, clamp to 2**30; 10: < -2**30, clamp to -2**30.
+                m.d.comb += clamped.eq(Mux(~raw[31] & raw[30], RAW_ONE,
+                                           Mux(raw[31] & ~raw[30], -RAW_ONE, raw.as_signed())))
+                words = [Mux(sel_raw, clamped, word) for word in words]
+                valid = quant_valid | sel_raw
+            first, second = (Signal(signed(WORD_WIDTH), name=f"lane{lane}_{name}")
+                             for name in ("first", "second"))
+            m.d.comb += [first.eq(words[0]), second.eq(words[1])]
+            lane_valid.append(valid)
+            lane_first.append(first)
+            lane_second.append(second)
+
+        # Single has F2 == F1, so F1 + F2 is also its label 2 F1 (9 fraction bits).
+        label = Mux(sel_raw, lane_first[0], lane_first[0] + lane_second[0])
+
+        domain = m.d.sync if self._registered else m.d.comb
+        domain += [
+            self.valid.eq(Cat(*lane_valid)),
+            self.first.eq(Cat(*lane_first)),
+            self.second.eq(Cat(*lane_second)),
+            self.fields_per_beat.eq(fields_per_beat),
+            self.label.eq(label),
+        ]
+        return m

@@ -1,0 +1,430 @@
+"""The control/status register file: an AXI4-Lite slave in front of the engine core.
+
+The register map, field positions, reset values and access rules are :mod:`.registers`
+(``docs/REGISTERS.md``); this module only implements them.  Ownership is split so that every
+piece of state has one owner:
+
+* the register file owns the run configuration (the ``config`` registers, driven on ``ctrl``),
+  MODEL_INDEX, the one-cycle strobes and the high-word latches of the 64-bit pairs;
+* the core owns every status bit, the sticky error flags, the error counter and the epoch
+  counters (``status``): the register file only maps them onto registers;
+* the core owns the model memory; the register file reaches it through the ``model`` port.
+
+Top-level ports
+---------------
+Inside the component the bus is the ``axil`` interface (Verilog ports ``axil__awaddr`` ...).
+A top level exposes the usual ``s_axil_*`` names with :func:`axil_ports` and
+:func:`connect_axil_ports`::
+
+    class Top(wiring.Component):
+        def __init__(self, params):
+            self._params = params
+            super().__init__({**axil_ports("s_axil_"), ...})
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.regfile = regfile = RegisterFile(params=self._params)
+            connect_axil_ports(m, self, regfile.axil, prefix="s_axil_")
+            ...
+
+cocotbext-axi then finds the bus with ``AxiLiteBus.from_prefix(dut, "s_axil")``.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..spec.engine import EngineParams
+from .registers import (
+    ADDR_WIDTH,
+    DATA_WIDTH,
+    REGISTERS,
+    RESP_OKAY,
+    RESP_SLVERR,
+    ErrorBit,
+    Register,
+    identity_values,
+)
+
+__all__ = [
+    "RegisterFile",
+    "axil_signature",
+    "ctrl_signature",
+    "status_signature",
+    "model_port_signature",
+    "model_index_width",
+    "axil_ports",
+    "connect_axil_ports",
+]
+
+_STROBES = ("start", "abort", "clear_errors")
+#: STATUS fields the register file computes itself rather than reading from ``status``.
+_DERIVED = ("error",)
+
+
+def axil_signature(*, addr_width: int = ADDR_WIDTH, data_width: int = DATA_WIDTH
+                   ) -> wiring.Signature:
+    """AXI4-Lite without AxPROT, seen from the manager: a slave takes ``In(axil_signature())``.
+
+    Members
+    -------
+    awaddr, awvalid, awready, wdata, wstrb, wvalid, wready, bresp, bvalid, bready,
+    araddr, arvalid, arready, rdata, rresp, rvalid, rready
+        As in the AXI specification (``wstrb`` is ``data_width // 8`` bits, responses 2).
+
+    Raises
+    ------
+    ValueError
+        If a width is out of range.
+    """
+    if not isinstance(addr_width, int) or not 2 <= addr_width <= 64:
+        raise ValueError(f"addr_width must be an integer in 2..64, found {addr_width!r}")
+    if data_width not in (32, 64):
+        raise ValueError(f"data_width must be 32 or 64, found {data_width!r}")
+    return wiring.Signature({
+        "awaddr": Out(addr_width), "awvalid": Out(1), "awready": In(1),
+        "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wvalid": Out(1),
+        "wready": In(1),
+        "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+        "araddr": Out(addr_width), "arvalid": Out(1), "arready": In(1),
+        "rdata": In(data_width), "rresp": In(2), "rvalid": In(1), "rready": Out(1),
+    })
+
+
+def _config_members() -> dict[str, int]:
+    """``{ctrl member: width}`` of the configuration fields, 64-bit pairs joined."""
+    widths: dict[str, int] = {}
+    for reg in REGISTERS:
+        if reg.group == "config":
+            for f in reg.fields:
+                widths[f.name] = widths.get(f.name, 0) + f.width
+    return widths
+
+
+def ctrl_signature() -> wiring.Signature:
+    """What the register file drives to the core (the core takes ``In(ctrl_signature())``).
+
+    Members
+    -------
+    encoding : Out(2)
+    bits : Out(6)
+    n_features, batch_size : Out(32)
+    n_samples : Out(64)
+    model_width, model_frac, grad_width, grad_frac : Out(6)
+    step : Out(32)
+    decay : Out(24)
+    threshold : Out(31)
+    rounding : Out(2)
+    update_mode : Out(1)
+    seed : Out(32)
+        The configuration registers, one member per field (the widths are the map's).  They
+        hold the last value written; writes are refused while ``status.busy``, so they are
+        stable during an epoch.  The core checks ranges
+        (BAD_CONFIG) at ``start``.
+    start, abort, clear_errors : Out(1)
+        One-cycle pulses, the cycle after CTRL is written with the bit set.
+    seed_write : Out(1)
+        One-cycle pulse, the cycle after SEED is written; ``seed`` already holds the new value.
+    """
+    members = {name: Out(width) for name, width in _config_members().items()}
+    members.update({name: Out(1) for name in _STROBES})
+    members["seed_write"] = Out(1)
+    return wiring.Signature(members)
+
+
+def status_signature() -> wiring.Signature:
+    """What the core drives to the register file (the core takes ``Out(status_signature())``).
+
+    The core owns every one of these: stickiness of the flags, clearing on ``clear_errors``,
+    resetting the counters on ``start``.  ``busy`` must rise in the cycle after the ``start``
+    pulse (at the latest) for the configuration lock to be seamless.
+
+    Members
+    -------
+    busy, done, draining, loss_saturated : Out(1)
+        STATUS bits (STATUS.ERROR is computed here as ``error_flags != 0``).
+    error_flags : Out(5)
+        Sticky flags, bit ``ErrorBit.X`` is flag X (ERROR_FLAGS).
+    error_count : Out(32)
+    loss, beats, samples, cycles_busy, cycles_starved, cycles_update_stall : Out(64)
+    updates, model_saturations, residual_saturations, discarded_beats : Out(32)
+    """
+    widths: dict[str, int] = {}
+    for reg in REGISTERS:
+        if reg.group not in ("control", "counters") or not reg.readable:
+            continue
+        if reg.name == "ERROR_FLAGS":
+            widths["error_flags"] = len(ErrorBit)
+            continue
+        for f in reg.fields:
+            if f.name not in _DERIVED:
+                widths[f.name] = widths.get(f.name, 0) + f.width  # 64-bit pairs joined
+    return wiring.Signature({name: Out(width) for name, width in widths.items()})
+
+
+def model_index_width(params: EngineParams) -> int:
+    """Bits of ``model.index``: enough for ``0..max_features-1`` (at least 1)."""
+    return max(1, (params.max_features - 1).bit_length())
+
+
+def model_port_signature(*, params: EngineParams) -> wiring.Signature:
+    """The model memory port, seen from the register file (the core takes ``In(...)``).
+
+    Members
+    -------
+    index : Out(model_index_width(params))
+        Feature index, valid in the cycle of ``read`` or ``write`` (always ``< max_features``
+        then: the register file answers an index out of range with SLVERR by itself).
+    wdata : Out(32)
+        The word to store, valid with ``write``.
+    write : Out(1)
+        One-cycle pulse: store ``wdata`` at ``index`` (no back-pressure: the core takes it or,
+        while busy, ignores it and raises MODEL_PORT_BUSY).
+    read : Out(1)
+        One-cycle pulse: read the word at ``index``.
+    rdata : In(32)
+        The model word sign-extended to 32 bits, valid with ``rvalid``.
+    rvalid : In(1)
+        The core's single answer to a ``read``, in the cycle of the pulse or any later cycle
+        (while busy: at once, with any data, raising MODEL_PORT_BUSY).  The AXI read response
+        waits for it; ``rvalid`` at any other time is ignored.
+    """
+    if not isinstance(params, EngineParams):
+        raise TypeError(f"params must be an EngineParams, found {params!r}")
+    return wiring.Signature({
+        "index": Out(model_index_width(params)),
+        "wdata": Out(DATA_WIDTH),
+        "write": Out(1),
+        "read": Out(1),
+        "rdata": In(DATA_WIDTH),
+        "rvalid": In(1),
+    })
+
+
+def axil_ports(prefix: str = "s_axil_", *, addr_width: int = ADDR_WIDTH,
+               data_width: int = DATA_WIDTH) -> dict[str, wiring.Member]:
+    """Flat slave-side members ``{prefix + name: member}`` for a top-level signature, so that
+    the Verilog ports are ``s_axil_awaddr`` ... (see the module docstring)."""
+    flipped = axil_signature(addr_width=addr_width, data_width=data_width).flip()
+    return {prefix + name: member for name, member in flipped.members.items()}
+
+
+def connect_axil_ports(m: Module, top, bus, *, prefix: str = "s_axil_") -> None:
+    """Wire the flat ports ``top.<prefix><name>`` made by :func:`axil_ports` to the slave
+    interface ``bus`` (e.g. ``RegisterFile.axil``) with combinational assignments."""
+    for name, member in bus.signature.flip().members.items():
+        port, inner = getattr(top, prefix + name), getattr(bus, name)
+        if member.flow == Out:  # driven by the manager: top-level input into the slave
+            m.d.comb += inner.eq(port)
+        else:
+            m.d.comb += port.eq(inner)
+
+
+def _pack(reg: Register, values: dict) -> Value:
+    """The register word with each field's value (exactly the field's width) at its place and
+    zeros elsewhere."""
+    parts, pos = [], 0
+    for f in sorted(reg.fields, key=lambda f: f.lsb):
+        value = Value.cast(values[f.name])
+        assert len(value) == f.width, (reg.name, f.name)
+        if f.lsb > pos:
+            parts.append(Const(0, f.lsb - pos))
+        parts.append(value)
+        pos = f.lsb + f.width
+    return Cat(*parts)
+
+
+class RegisterFile(wiring.Component):
+    """AXI4-Lite register file of the engine (the map is :mod:`zipsgd.hw.registers`).
+
+    One write and one read transaction are handled at a time; AW and W are buffered
+    independently (any order, any delay), and an access executes once its response slot is
+    free, so B and R back-pressure are honoured.  Accesses execute one at a time (a write and
+    a read never execute in the same cycle), and none while a model-port access is in flight.
+    A write's response comes two cycles after its last address/data handshake, a read's two
+    cycles after AR (a MODEL_DATA read: one cycle after ``model.rvalid``).
+
+    Parameters
+    ----------
+    params : EngineParams
+        The built engine: the identity registers and the model-index range come from it.
+
+    Members
+    -------
+    axil : In(axil_signature())
+        The AXI4-Lite slave (12-bit byte address, 32-bit data).
+    ctrl : Out(ctrl_signature())
+    status : In(status_signature())
+    model : Out(model_port_signature(params=params))
+
+    Raises
+    ------
+    TypeError
+        If ``params`` is not an :class:`~zipsgd.spec.engine.EngineParams`.
+    """
+
+    def __init__(self, *, params: EngineParams):
+        if not isinstance(params, EngineParams):
+            raise TypeError(f"params must be an EngineParams, found {params!r}")
+        self._params = params
+        super().__init__({
+            "axil": In(axil_signature()),
+            "ctrl": Out(ctrl_signature()),
+            "status": In(status_signature()),
+            "model": Out(model_port_signature(params=params)),
+        })
+
+    @property
+    def params(self) -> EngineParams:
+        return self._params
+
+    def elaborate(self, platform):
+        m = Module()
+        bus, ctrl, status, port = self.axil, self.ctrl, self.status, self.model
+        word_bits = ADDR_WIDTH - 2
+
+        # -- channel buffers: each channel's ready is "buffer empty" (a register) ------------
+        aw_full, w_full, ar_full = Signal(), Signal(), Signal()
+        aw_word, ar_word = Signal(word_bits), Signal(word_bits)
+        w_data, w_strb = Signal(DATA_WIDTH), Signal(DATA_WIDTH // 8)
+        m.d.comb += [bus.awready.eq(~aw_full), bus.wready.eq(~w_full),
+                     bus.arready.eq(~ar_full)]
+        with m.If(bus.awvalid & ~aw_full):
+            m.d.sync += [aw_full.eq(1), aw_word.eq(bus.awaddr[2:])]
+        with m.If(bus.wvalid & ~w_full):
+            m.d.sync += [w_full.eq(1), w_data.eq(bus.wdata), w_strb.eq(bus.wstrb)]
+        with m.If(bus.arvalid & ~ar_full):
+            m.d.sync += [ar_full.eq(1), ar_word.eq(bus.araddr[2:])]
+
+        # -- arbitration ---------------------------------------------------------------------
+        read_wait = Signal()  # a MODEL_DATA read waits for model.rvalid
+        port_busy = Signal()
+        write_go, read_go = Signal(), Signal()
+        m.d.comb += [
+            port_busy.eq(port.write | read_wait),
+            write_go.eq(aw_full & w_full & (~bus.bvalid | bus.bready) & ~port_busy),
+            read_go.eq(ar_full & (~bus.rvalid | bus.rready) & ~port_busy & ~write_go),
+        ]
+        with m.If(bus.bvalid & bus.bready):
+            m.d.sync += bus.bvalid.eq(0)
+        with m.If(bus.rvalid & bus.rready):
+            m.d.sync += bus.rvalid.eq(0)
+
+        # Strobes are one cycle long: cleared every cycle unless set below.
+        m.d.sync += [getattr(ctrl, name).eq(0) for name in (*_STROBES, "seed_write")]
+        m.d.sync += [port.write.eq(0), port.read.eq(0)]
+
+        # -- storage: the config registers and MODEL_INDEX, each with its register layout ----
+        store: dict[str, Signal] = {}
+        for reg in REGISTERS:
+            if reg.access == "rw" and reg.name != "MODEL_DATA":
+                store[reg.name] = Signal(reg.layout, name=f"reg_{reg.name.lower()}",
+                                         init={f.name: f.reset for f in reg.fields})
+        for name, width in _config_members().items():
+            value = Cat(*(store[r.name][name] for r in REGISTERS if r.group == "config"
+                          for f in r.fields if f.name == name))  # _LO before _HI
+            assert len(value) == width, name
+            m.d.comb += getattr(ctrl, name).eq(value)
+
+        index = store["MODEL_INDEX"]["index"]
+        index_ok = Signal()
+        m.d.comb += [index_ok.eq(index < self._params.max_features),
+                     port.index.eq(index[:len(port.index)])]
+        with m.If(port.read | port.write):  # the pulse cycle: the access has happened
+            # index < max_features <= 2**21 here, so the 24-bit register cannot wrap.
+            m.d.sync += index.eq(index + 1)
+
+        # -- writes ----------------------------------------------------------------------------
+        byte_mask = Signal(DATA_WIDTH)
+        m.d.comb += byte_mask.eq(Cat(*(w_strb[i].replicate(8) for i in range(len(w_strb)))))
+        # A write behind the one that pulsed START executes two cycles after it at the
+        # earliest, the cycle after the pulse: the core's BUSY is up by then.
+        config_locked = Signal()
+        m.d.comb += config_locked.eq(status.busy)
+
+        def merge(reg: Register, old):
+            return ((old & ~byte_mask) | (w_data & byte_mask)) & reg.mask
+
+        with m.If(write_go):
+            m.d.sync += [aw_full.eq(0), w_full.eq(0), bus.bvalid.eq(1),
+                         bus.bresp.eq(RESP_SLVERR)]
+            with m.Switch(aw_word):
+                for reg in REGISTERS:
+                    if not reg.writable:
+                        continue  # SLVERR
+                    with m.Case(reg.offset >> 2):
+                        self._write(m, reg, store, merge, w_data, w_strb, index_ok,
+                                    config_locked)
+
+        # -- reads -----------------------------------------------------------------------------
+        latches: dict[str, Signal] = {}  # high words latched by _LO reads, by quantity
+        with m.If(read_go):
+            m.d.sync += [ar_full.eq(0), bus.rvalid.eq(1), bus.rresp.eq(RESP_SLVERR),
+                         bus.rdata.eq(0)]
+            with m.Switch(ar_word):
+                for reg in REGISTERS:
+                    if not reg.readable:
+                        continue  # SLVERR
+                    with m.Case(reg.offset >> 2):
+                        self._read(m, reg, store, latches, index_ok, read_wait)
+        with m.If(read_wait & port.rvalid):
+            m.d.sync += [read_wait.eq(0), bus.rvalid.eq(1), bus.rresp.eq(RESP_OKAY),
+                         bus.rdata.eq(port.rdata)]
+        return m
+
+    def _write(self, m, reg, store, merge, w_data, w_strb, index_ok, config_locked):
+        ctrl, port, bus = self.ctrl, self.model, self.axil
+        okay = bus.bresp.eq(RESP_OKAY)
+        if reg.name == "CTRL":
+            m.d.sync += okay
+            for f in reg.fields:
+                m.d.sync += getattr(ctrl, f.name).eq(w_data[f.lsb] & w_strb[f.lsb // 8])
+        elif reg.name == "MODEL_DATA":
+            with m.If(w_strb == 0):
+                m.d.sync += okay
+            with m.Elif(w_strb.all() & index_ok):
+                m.d.sync += [okay, port.write.eq(1), port.wdata.eq(w_data)]
+        elif reg.group == "config":
+            with m.If(~config_locked):
+                stored = store[reg.name].as_value()
+                m.d.sync += [okay, stored.eq(merge(reg, stored))]
+                if reg.name == "SEED":
+                    m.d.sync += ctrl.seed_write.eq(w_strb.any())
+        else:  # MODEL_INDEX
+            assert reg.name == "MODEL_INDEX", reg.name
+            stored = store[reg.name].as_value()
+            m.d.sync += [okay, stored.eq(merge(reg, stored))]
+
+    def _read(self, m, reg, store, latches, index_ok, read_wait):
+        bus, port, status = self.axil, self.model, self.status
+        if reg.name == "MODEL_DATA":
+            with m.If(index_ok):
+                m.d.sync += [port.read.eq(1), read_wait.eq(1), bus.rvalid.eq(0)]
+            return
+        m.d.sync += bus.rresp.eq(RESP_OKAY)
+        if reg.name in store:
+            m.d.sync += bus.rdata.eq(store[reg.name].as_value())
+        elif reg.group == "identity":
+            m.d.sync += bus.rdata.eq(Const(identity_values(self._params)[reg.name], DATA_WIDTH))
+        elif reg.wide:
+            (f,) = reg.fields
+            value = getattr(status, f.name)
+            if reg.word == 0:
+                # The _LO read latches the high word for the _HI read that follows.
+                high = Signal(DATA_WIDTH, name=f"{f.name}_hi_latch")
+                latches[f.name] = high
+                m.d.sync += [bus.rdata.eq(value[:DATA_WIDTH]), high.eq(value[DATA_WIDTH:])]
+            else:
+                m.d.sync += bus.rdata.eq(latches[f.name])
+        else:
+            sources = {}
+            for f in reg.fields:
+                if reg.name == "ERROR_FLAGS":
+                    sources[f.name] = status.error_flags[f.lsb]
+                elif f.name == "error":
+                    sources[f.name] = status.error_flags.any()
+                else:
+                    sources[f.name] = getattr(status, f.name)
+            m.d.sync += bus.rdata.eq(_pack(reg, sources))
