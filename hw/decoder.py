@@ -106,7 +106,8 @@ class FieldDecoder(wiring.Component):
     valid : Out(L)
         Bit ``i`` is set when lane ``i`` holds a field: ``i < fields_per_beat``.
     first, second : Out(data.ArrayLayout(signed(32), L))
-        ``first[i]``, ``second[i]``: lane ``i``'s two feature words ``F1``, ``F2``.
+        ``first[i]``, ``second[i]``: lane ``i``'s two feature words ``F1``, ``F2`` (as a flat
+        value, lane ``i`` is bits ``[32 i, 32 i + 32)``).
         Quantized: ``(2 q - 2**b) << (8 - b)`` in ``[-256, 256]``, 8 fraction bits
         (``second == first`` for single).  Raw32 (lanes ``0 .. W/32 - 1``):
         ``clamp(word, -2**30, 2**30)``, 30 fraction bits, ``second == first``.
@@ -232,7 +233,8 @@ class FieldDecoder(wiring.Component):
                 index.eq(Cat(*(_gather(self.data, terms) for terms in index_terms))),
             ]
 
-            # Aligned levels q << (8 - b) = (index << (8 - b)) + s << (8 - b), then the lookup.
+            # Aligned level q << (8 - b) = aligned index + (s << (8 - b)), then the lookup; the
+            # lookup's signed(11) result is narrowed to signed(10), exact as |F| <= 256.
             words = []
             for n, sample in ((1, sample1), (2, sample2)):
                 level = Signal(LEVEL_WIDTH, name=f"lane{lane}_q{n}")

@@ -1,0 +1,112 @@
+"""The engine as a block-design IP: AXI4-Stream slave for samples, AXI4-Lite slave for control.
+
+:class:`ZipsgdEngine` wires the register file (``hw/regfile.py``) to the core (``hw/core.py``);
+:func:`export_verilog` writes its Verilog and a JSON description of its ports and parameters.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from amaranth.back import verilog
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..spec.engine import EngineParams
+from .core import SgdCore
+from .regfile import RegisterFile, axil_ports, connect_axil_ports
+
+__all__ = ["ZipsgdEngine", "export_verilog", "TOP_NAME"]
+
+TOP_NAME = "zipsgd_engine"
+
+_CONFIG = {  # core input <- register file ctrl member
+    "cfg_encoding": "encoding", "cfg_bits": "bits", "cfg_n_features": "n_features",
+    "cfg_batch_size": "batch_size", "cfg_samples": "n_samples",
+    "cfg_model_width": "model_width", "cfg_model_frac": "model_frac",
+    "cfg_grad_width": "grad_width", "cfg_grad_frac": "grad_frac", "cfg_step": "step",
+    "cfg_decay": "decay", "cfg_threshold": "threshold", "cfg_rounding": "rounding",
+    "cfg_update_mode": "update_mode", "cfg_seed": "seed", "start": "start",
+    "abort_epoch": "abort", "clear_errors": "clear_errors", "seed_write": "seed_write",
+}
+_STATUS = ("busy", "done", "draining", "loss_saturated", "error_flags", "error_count", "loss",
+           "beats", "samples", "cycles_busy", "cycles_starved", "cycles_update_stall", "updates",
+           "model_saturations", "residual_saturations", "discarded_beats")
+
+
+class ZipsgdEngine(wiring.Component):
+    """The streaming SGD engine with standard bus interfaces.
+
+    Parameters
+    ----------
+    params : EngineParams
+
+    Members
+    -------
+    s_axis_tdata : In(bus_width)
+    s_axis_tvalid, s_axis_tlast : In(1)
+    s_axis_tready : Out(1)
+        The packed sample stream (``docs/FORMAT.md``), one sample per packet.
+    s_axil_* : AXI4-Lite slave
+        The registers of ``docs/REGISTERS.md`` (12-bit addresses, 32-bit data).
+    """
+
+    def __init__(self, params: EngineParams):
+        if not isinstance(params, EngineParams):
+            raise TypeError(f"params must be EngineParams, found {params!r}")
+        self._params = params
+        super().__init__({
+            "s_axis_tdata": In(params.bus_width), "s_axis_tvalid": In(1),
+            "s_axis_tready": Out(1), "s_axis_tlast": In(1),
+            **axil_ports("s_axil_"),
+        })
+
+    @property
+    def params(self) -> EngineParams:
+        return self._params
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.regs = regs = RegisterFile(params=self._params)
+        m.submodules.core = core = SgdCore(self._params)
+        connect_axil_ports(m, self, regs.axil, prefix="s_axil_")
+        m.d.comb += [core.s_data.eq(self.s_axis_tdata), core.s_valid.eq(self.s_axis_tvalid),
+                     core.s_last.eq(self.s_axis_tlast), self.s_axis_tready.eq(core.s_ready)]
+        m.d.comb += [getattr(core, port).eq(getattr(regs.ctrl, member))
+                     for port, member in _CONFIG.items()]
+        m.d.comb += [getattr(regs.status, name).eq(getattr(core, name)) for name in _STATUS]
+        m.d.comb += [core.model_index.eq(regs.model.index), core.model_wdata.eq(regs.model.wdata),
+                     core.model_write.eq(regs.model.write), core.model_read.eq(regs.model.read),
+                     regs.model.rdata.eq(core.model_rdata), regs.model.rvalid.eq(core.model_rvalid)]
+        return m
+
+
+def port_description(engine: ZipsgdEngine) -> dict:
+    """Ports (name, direction, width) and parameters of an engine, as JSON-ready data."""
+    ports = []
+    for name, member in engine.signature.members.items():
+        ports.append({"name": name, "direction": "input" if member.flow == In else "output",
+                      "width": member.shape.width if hasattr(member.shape, "width")
+                      else len(getattr(engine, name))})
+    ports = [{"name": "clk", "direction": "input", "width": 1},
+             {"name": "rst", "direction": "input", "width": 1}] + ports
+    return {"top": TOP_NAME, "params": asdict(engine.params), "lanes": engine.params.lanes,
+            "clock": "clk (rising edge)", "reset": "rst (synchronous, active high)",
+            "interfaces": {"s_axis": "AXI4-Stream slave (tdata, tvalid, tready, tlast)",
+                           "s_axil": "AXI4-Lite slave, 12-bit address, 32-bit data"},
+            "ports": ports}
+
+
+def export_verilog(params: EngineParams, out_dir) -> tuple[Path, Path]:
+    """Write ``zipsgd_engine.v`` and ``zipsgd_engine.json`` into ``out_dir``."""
+    engine = ZipsgdEngine(params)
+    text = verilog.convert(engine, name=TOP_NAME, emit_src=False)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    vpath, jpath = out / f"{TOP_NAME}.v", out / f"{TOP_NAME}.json"
+    vpath.write_text(text)
+    jpath.write_text(json.dumps(port_description(engine), indent=1) + "\n")
+    return vpath, jpath
