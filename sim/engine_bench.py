@@ -1,0 +1,253 @@
+"""cocotb bench for the engine (``hw/top.py``): AXI4-Lite control, AXI4-Stream samples, and a
+scoreboard that compares the model words and the status counters with the golden model after
+every epoch, bit for bit.
+
+The :class:`TB` class is the reusable part (clock, reset, an AXI-Lite master, a stream driver
+with an idle pattern, register-level helpers).  The cocotb tests below read their work from
+``test_params`` (see :func:`zipsgd.sim.runner.test_params`):
+
+``params``
+    ``EngineParams`` fields of the build.
+``runs``
+    Training runs, each ``{"config": RunConfig fields, "samples", "epochs", "seed", "idle",
+    "model_init", "changes": [per-epoch RunConfig changes or null]}``.
+``errors``
+    For ``framing_and_config_errors``: which error cases to exercise.
+
+Figures (beats, cycles, wall time) go to the JSON file named by ``ZIPSGD_SIM_REPORT``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import replace
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster
+
+from zipsgd.golden.engine import GoldenEngine
+from zipsgd.host.quantize import epoch_rng, quantize_fields
+from zipsgd.hw import registers as regs
+from zipsgd.sim.runner import test_params
+from zipsgd.spec.engine import EngineParams, RunConfig
+from zipsgd.spec.stream import StreamLayout, pack_fields
+
+
+def _signed32(value: int) -> int:
+    return value - (1 << 32) if value >> 31 else value
+
+
+def payload_beats(payload: np.ndarray, layout: StreamLayout, n_features: int):
+    """The beats of a packed payload as integers, and their ``tlast`` flags."""
+    raw = np.asarray(payload, dtype=np.uint8).reshape(-1, layout.beat_bytes)
+    per_sample = layout.beats_per_sample(n_features)
+    beats = [int.from_bytes(row.tobytes(), "little") for row in raw]
+    return beats, [int((k + 1) % per_sample == 0) for k in range(len(beats))]
+
+
+class IdlePattern:
+    """A seeded on/off pattern for ``tvalid``: ``probability`` of an idle cycle (0: never),
+    or a fixed repeating ``cycle`` of booleans (True = idle)."""
+
+    def __init__(self, probability: float = 0.0, seed: int = 0, cycle=None):
+        self.probability = probability
+        self.cycle = list(cycle) if cycle else None
+        self.rng = np.random.default_rng(seed)
+        self.count = 0
+
+    def idle(self) -> bool:
+        self.count += 1
+        if self.cycle:
+            return self.cycle[(self.count - 1) % len(self.cycle)]
+        return bool(self.probability and self.rng.random() < self.probability)
+
+
+class TB:
+    """The engine under test: clock, reset, AXI-Lite master, stream driver."""
+
+    def __init__(self, dut, params: EngineParams):
+        self.dut = dut
+        self.params = params
+        self.edge = RisingEdge(dut.clk)
+        Clock(dut.clk, 10, unit="ns").start()
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
+
+    async def reset(self):
+        d = self.dut
+        d.rst.value = 1
+        d.s_axis_tvalid.value = 0
+        d.s_axis_tlast.value = 0
+        d.s_axis_tdata.value = 0
+        await ClockCycles(d.clk, 4)
+        d.rst.value = 0
+        await ClockCycles(d.clk, 2)
+
+    # -- registers -------------------------------------------------------------------------
+
+    async def write(self, offset: int, value: int):
+        await self.axil.write_dword(offset, value & 0xFFFF_FFFF)
+
+    async def read(self, offset: int) -> int:
+        return await self.axil.read_dword(offset)
+
+    async def write_reg(self, name: str, **fields):
+        await self.write(regs.register(name).offset, regs.encode(name, **fields))
+
+    async def read_reg(self, name: str) -> dict:
+        return regs.decode(name, await self.read(regs.register(name).offset))
+
+    async def configure(self, config: RunConfig, samples: int, seed: bool = False):
+        for offset, value in regs.run_config_writes(config, samples, seed=seed,
+                                                    params=self.params):
+            await self.write(offset, value)
+
+    async def command(self, **bits):
+        await self.write_reg("CTRL", **bits)
+
+    async def status(self) -> dict:
+        words = {}
+        for offset in regs.status_offsets():
+            words[offset] = await self.read(offset)
+        return regs.decode_status_words(words)
+
+    async def write_model(self, words):
+        await self.write_reg("MODEL_INDEX", index=0)
+        data = regs.register("MODEL_DATA").offset
+        for word in words:
+            await self.write(data, int(word))
+
+    async def read_model(self, n: int) -> np.ndarray:
+        await self.write_reg("MODEL_INDEX", index=0)
+        data = regs.register("MODEL_DATA").offset
+        return np.array([_signed32(await self.read(data)) for _ in range(n)], dtype=np.int64)
+
+    # -- the stream ------------------------------------------------------------------------
+
+    async def stream(self, beats, lasts, idle: IdlePattern | None = None,
+                     stop_after: int | None = None) -> int:
+        """Offer ``beats`` (valid never waits for ready; data held while not accepted);
+        returns the number of clock cycles until the last one was accepted."""
+        d = self.dut
+        i, cycles, offered = 0, 0, False
+        end = len(beats) if stop_after is None else min(stop_after, len(beats))
+        while i < end:
+            if not offered:
+                if idle is not None and idle.idle():
+                    d.s_axis_tvalid.value = 0
+                else:
+                    d.s_axis_tdata.value = beats[i]
+                    d.s_axis_tlast.value = lasts[i]
+                    d.s_axis_tvalid.value = 1
+                    offered = True
+            await self.edge
+            cycles += 1
+            if offered and int(d.s_axis_tready.value):
+                i += 1
+                offered = False
+        d.s_axis_tvalid.value = 0
+        return cycles
+
+    async def wait_done(self, poll: int = 16, limit: int = 5_000_000):
+        status_offset = regs.register("STATUS").offset
+        for _ in range(0, limit, poll):
+            status = regs.decode("STATUS", await self.read(status_offset))
+            if status["done"] or not status["busy"]:
+                return status
+            await ClockCycles(self.dut.clk, poll)
+        raise AssertionError("the engine did not finish the epoch")
+
+    async def run_epoch(self, payload, layout, n_features, idle=None) -> tuple[dict, int, float]:
+        beats, lasts = payload_beats(payload, layout, n_features)
+        await self.command(start=1)
+        started = time.perf_counter()
+        cycles = await self.stream(beats, lasts, idle)
+        await self.wait_done()
+        wall = time.perf_counter() - started
+        return await self.status(), cycles, wall
+
+
+def make_data(config: RunConfig, samples: int, seed: int):
+    """Seeded scaled data for a run: features in [-1, 1], labels from a linear model."""
+    rng = np.random.default_rng(seed)
+    n = config.n_features
+    features = rng.uniform(-1, 1, (samples, n))
+    truth = rng.normal(size=n) / np.sqrt(n)
+    labels = np.clip(features @ truth * 0.5 + 0.05 * rng.normal(size=samples), -1, 1)
+    return labels, features, rng
+
+
+def check_epoch(golden_status, golden_model, status: dict, words: np.ndarray, where: str):
+    mismatch = np.flatnonzero(words != golden_model)
+    assert mismatch.size == 0, (
+        f"{where}: model words differ at {mismatch[:8].tolist()}: engine "
+        f"{words[mismatch[:8]].tolist()} golden {golden_model[mismatch[:8]].tolist()}")
+    got = regs.epoch_status(status)
+    for field in ("loss_acc", "samples", "beats", "updates", "model_saturations",
+                  "residual_saturations", "loss_saturated"):
+        assert getattr(got, field) == getattr(golden_status, field), (
+            f"{where}: {field}: engine {getattr(got, field)} golden "
+            f"{getattr(golden_status, field)}")
+    assert status["error_flags"] == 0, f"{where}: error flags {status['error_flags']:#x}"
+
+
+async def train_runs(tb: TB, params: EngineParams, runs: list[dict]) -> list[dict]:
+    """Every run of ``runs``: epochs on the engine and the golden model, compared each epoch."""
+    report = []
+    for index, run in enumerate(runs):
+        config = RunConfig(**run["config"])
+        labels, features, rng = make_data(config, run["samples"], run.get("seed", 0))
+        golden = GoldenEngine(params, config)
+        init = np.zeros(config.n_features, dtype=np.int64)
+        if run.get("model_init") == "random":
+            span = 1 << (config.model_width - 2)
+            init = rng.integers(-span, span, config.n_features)
+            golden.set_model(init)
+        await tb.configure(config, run["samples"], seed=True)
+        await tb.write_model(init)
+        idle = IdlePattern(run.get("idle", 0.0), run.get("seed", 0) + 1,
+                           run.get("idle_cycle"))
+        changes = run.get("changes") or []
+        for epoch in range(run["epochs"]):
+            change = changes[epoch] if epoch < len(changes) else None
+            if change:
+                config = replace(config, **change)
+                golden.configure(config)
+                await tb.configure(config, run["samples"], seed="seed" in change)
+            layout = config.layout(params.bus_width)
+            payload = pack_fields(quantize_fields(labels, features, layout,
+                                                  epoch_rng(run.get("seed", 0), epoch)), layout)
+            expected = golden.run_epoch(payload)
+            status, cycles, wall = await tb.run_epoch(payload, layout, config.n_features, idle)
+            words = await tb.read_model(config.n_features)
+            check_epoch(expected, golden.model, status, words, f"run {index} epoch {epoch}")
+            report.append({"run": index, "epoch": epoch, "layout": str(layout),
+                           "n_features": config.n_features, "batch": config.batch_size,
+                           "beats": status["beats"], "cycles_busy": status["cycles_busy"],
+                           "cycles_starved": status["cycles_starved"],
+                           "cycles_update_stall": status["cycles_update_stall"],
+                           "stream_cycles": cycles, "wall_s": wall})
+    return report
+
+
+def _write_report(report):
+    out = os.environ.get("ZIPSGD_SIM_REPORT")
+    if out:
+        with open(out, "w") as file:
+            json.dump(report, file)
+
+
+@cocotb.test()
+async def engine_matches_golden(dut):
+    """Every run of ``test_params()["runs"]`` is bit-exact with the golden model."""
+    p = test_params()
+    params = EngineParams(**p["params"])
+    tb = TB(dut, params)
+    await tb.reset()
+    ident = await tb.read_reg("ID")
+    assert ident["id"] == 0x5A534744, f"ID register reads {ident}"
+    _write_report(await train_runs(tb, params, p.get("runs", [])))
