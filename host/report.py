@@ -41,12 +41,18 @@ def print_epochs(report: dict, file=None) -> None:
     optimum = report.get("optimum", {}).get("loss")
     print(f"{report['source']}: {report['n_samples']} samples x {report['n_features']} "
           f"features, {report['settings']['backend']} backend, {report['layout']}", file=file)
-    print(f"{'epoch':>5} {'loss':>12} {'engine loss':>12} {'bytes':>12}", file=file)
+    simulated = "bit_exact" in report
+    extra = f" {'cycles':>10} {'bus eff.':>8} {'bit-exact':>9}" if simulated else ""
+    print(f"{'epoch':>5} {'loss':>12} {'engine loss':>12} {'bytes':>12}{extra}", file=file)
     for record in report["epochs"]:
         loss = record.get("loss")
         engine = record.get("engine_loss")
-        print(f"{record['epoch']:>5} {_num(loss):>12} {_num(engine):>12} "
-              f"{record['bytes_streamed']:>12}", file=file)
+        line = (f"{record['epoch']:>5} {_num(loss):>12} {_num(engine):>12} "
+                f"{record['bytes_streamed']:>12}")
+        if simulated:
+            line += (f" {record['cycles']:>10} {record['bus_efficiency']:>8.4f} "
+                     f"{'yes' if record['bit_exact'] else 'NO':>9}")
+        print(line, file=file)
     if optimum is not None:
         print(f"optimum loss {optimum:.6g} ({report['optimum']['method']})", file=file)
 

@@ -38,6 +38,7 @@ from ..golden.float_sgd import (
 from ..spec.engine import (
     DECAY_FRAC,
     DECAY_WIDTH,
+    LOSS_ACC_FRAC,
     STEP_FRAC,
     STEP_WIDTH,
     EngineParams,
@@ -54,7 +55,7 @@ from .zsgd_file import Scaling, StreamFile
 __all__ = ["TrainSettings", "ScaledData", "load_scaled", "train_in_memory", "train_stream_file",
            "BACKENDS", "engine_run_config", "lssvm_labels"]
 
-BACKENDS = ("float", "golden")
+BACKENDS = ("float", "golden", "verilator")
 LOSSES = ("squared", "lssvm")
 
 
@@ -83,7 +84,7 @@ class TrainSettings:
     max_batch: int = 1024
 
     def __post_init__(self):
-        if self.backend not in BACKENDS + ("verilator",):
+        if self.backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, "
                               f"found {self.backend!r}")
         if self.loss not in LOSSES:
@@ -222,7 +223,9 @@ def _finish(report: dict, model_scaled: np.ndarray, inverse_model, engine) -> di
                        "scaled": np.asarray(model_scaled).tolist()}
     if engine is not None:
         cfg = engine.config
-        report["model_words"] = engine.model.tolist()
+        # The simulated engine's own words when there was one (equal to the golden model's
+        # when report["bit_exact"]).
+        report["model_words"] = report.pop("simulated_model_words", engine.model.tolist())
         report["model_format"] = [cfg.model_width, cfg.model_frac]
     report["bytes_streamed"] = sum(e["bytes_streamed"] for e in report["epochs"])
     return report
@@ -231,7 +234,8 @@ def _finish(report: dict, model_scaled: np.ndarray, inverse_model, engine) -> di
 def train_in_memory(data: ScaledData, settings: TrainSettings, progress=None) -> dict:
     """Train on a scaled in-memory data set; returns the report (a JSON-ready dict).
 
-    ``progress``, if given, is called as ``progress(epoch, record)`` after every epoch.
+    ``progress``, if given, is called as ``progress(epoch, record)`` after every epoch (``record``
+    is None while the simulated engine is still running).
     """
     labels = data.labels if settings.loss == "squared" else lssvm_labels(data.labels)
     data = ScaledData(data.name, labels, data.features, data.inverse_model, data.label_scale,
@@ -240,38 +244,111 @@ def train_in_memory(data: ScaledData, settings: TrainSettings, progress=None) ->
     report = _report_base(data.name, settings, n_samples, n_features)
     report["optimum"] = _optimum(data, settings)
     layout = settings.layout()
-    engine = None
-    model = np.zeros(n_features)
-    for epoch in range(1, settings.epochs + 1):
-        started = time.perf_counter()
-        record = {"epoch": epoch, "gamma": settings.gamma(epoch)}
-        if settings.backend == "float":
-            sgd = SgdSettings(settings.batch_size, settings.gamma(epoch) * epoch, settings.l2,
+
+    def exact_loss(model):
+        return objective(data.features, data.labels, model, settings.l2, settings.l1)
+
+    if settings.backend == "float":
+        model = np.zeros(n_features)
+        for epoch in range(1, settings.epochs + 1):
+            started = time.perf_counter()
+            sgd = SgdSettings(settings.batch_size, settings.step_size, settings.l2,
                               settings.l1, settings.update_mode == "delayed")
             model = sgd_epoch(model, data.features, data.labels, epoch, sgd)
-            record["bytes_streamed"] = n_samples * (n_features + 1) * 4
-        elif settings.backend == "golden":
-            config = engine_run_config(settings, n_features, epoch)
-            if engine is None:
-                engine = GoldenEngine(settings.engine_params(), config)
-            else:
-                engine.configure(config)
-            fields = quantize_fields(data.labels, data.features, layout,
-                                     epoch_rng(settings.seed, epoch - 1))
-            status = engine.run_epoch(pack_fields(fields, layout))
-            model = engine.model / float(1 << config.model_frac)
-            record.update(_status_record(status, n_samples, data.label_scale, config))
-            record["bytes_streamed"] = status.beats * layout.beat_bytes
+            loss = exact_loss(model)
+            record = {"epoch": epoch, "gamma": settings.gamma(epoch), "loss": loss,
+                      "loss_original_units": loss * data.label_scale**2,
+                      "bytes_streamed": n_samples * (n_features + 1) * 4,
+                      "seconds": time.perf_counter() - started}
+            report["epochs"].append(record)
+            if progress is not None:
+                progress(epoch, record)
+        return _finish(report, model, data.inverse_model, None)
+
+    def payload_for(epoch):
+        fields = quantize_fields(data.labels, data.features, layout,
+                                 epoch_rng(settings.seed, epoch - 1))
+        return pack_fields(fields, layout)
+
+    engine = _engine_epochs(report, settings, n_features, n_samples, payload_for,
+                            data.label_scale, exact_loss, progress)
+    return _finish(report, engine.model / float(1 << settings.model_frac), data.inverse_model,
+                   engine)
+
+
+def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: int,
+                   payload_for, label_scale: float, exact_loss, progress) -> GoldenEngine:
+    """Run the golden model (and, for ``verilator``, the simulated engine, checked against it
+    epoch by epoch); append the epoch records to ``report``; return the golden engine."""
+    layout = settings.layout()
+    params = settings.engine_params()
+    engine = None
+    jobs, expected = [], []
+    for epoch in range(1, settings.epochs + 1):
+        started = time.perf_counter()
+        config = engine_run_config(settings, n_features, epoch)
+        if engine is None:
+            engine = GoldenEngine(params, config)
         else:
-            raise ConfigError(f"backend {settings.backend!r} is not available here")
-        loss = objective(data.features, data.labels, model, settings.l2, settings.l1)
+            engine.configure(config)
+        payload = payload_for(epoch)
+        status = engine.run_epoch(payload)
+        record = {"epoch": epoch, "gamma": settings.gamma(epoch),
+                  **_status_record(status, n_samples, label_scale, config),
+                  "bytes_streamed": status.beats * layout.beat_bytes}
+        model = engine.model / float(1 << config.model_frac)
+        loss = exact_loss(model) if exact_loss else None
         record["loss"] = loss
-        record["loss_original_units"] = loss * data.label_scale**2
+        record["loss_original_units"] = None if loss is None else loss * label_scale**2
         record["seconds"] = time.perf_counter() - started
         report["epochs"].append(record)
-        if progress is not None:
+        if settings.backend == "verilator":
+            from ..sim.engine_sim import EpochJob
+            jobs.append(EpochJob(config, payload, n_samples, write_seed=epoch == 1))
+            expected.append((status, engine.model.copy()))
+        elif progress is not None:
             progress(epoch, record)
-    return _finish(report, model, data.inverse_model, engine)
+    if settings.backend == "verilator":
+        _simulate(report, params, jobs, expected, n_features, progress, exact_loss,
+                  label_scale)
+    return engine
+
+
+def _simulate(report, params, jobs, expected, n_features, progress, exact_loss,
+              label_scale) -> None:
+    """Run the epochs on the simulated engine and check each against the golden model."""
+    from ..hw.registers import epoch_status
+    from ..sim.engine_sim import run_training_job
+
+    def on_epoch(done):
+        if progress is not None:
+            progress(done, None)
+
+    results = run_training_job(params, jobs, np.zeros(n_features, dtype=np.int64), on_epoch)
+    report["golden_backend_check"] = "model words and status compared with the golden model"
+    for record, result, (status, words) in zip(report["epochs"], results, expected,
+                                               strict=True):
+        hw = result["status"]
+        exact = (hw["error_flags"] == 0 and np.array_equal(result["model_words"], words)
+                 and epoch_status(hw) == status)
+        cycles = hw["cycles_busy"]
+        # The record's losses become the simulated engine's own; the golden ones are kept.
+        job = jobs[record["epoch"] - 1]
+        record["golden_loss"], record["golden_engine_loss"] = record["loss"], \
+            record["engine_loss"]
+        record["engine_loss"] = hw["loss"] / float(1 << LOSS_ACC_FRAC) / (2 * job.samples)
+        record["engine_loss_original_units"] = record["engine_loss"] * label_scale**2
+        if exact_loss is not None:
+            words = np.asarray(result["model_words"], dtype=np.float64)
+            record["loss"] = exact_loss(words / float(1 << job.config.model_frac))
+            record["loss_original_units"] = record["loss"] * label_scale**2
+        record.update({"bit_exact": bool(exact), "cycles": cycles,
+                       "cycles_starved": hw["cycles_starved"],
+                       "cycles_update_stall": hw["cycles_update_stall"],
+                       "bus_efficiency": hw["beats"] / cycles if cycles else None,
+                       "simulation_seconds": result["wall_s"]})
+    report["bit_exact"] = all(r["bit_exact"] for r in report["epochs"])
+    report["simulated_model_words"] = results[-1]["model_words"]
 
 
 def _status_record(status, n_samples: int, label_scale: float, config: RunConfig) -> dict:
@@ -284,34 +361,24 @@ def _status_record(status, n_samples: int, label_scale: float, config: RunConfig
 
 
 def train_stream_file(stream: StreamFile, settings: TrainSettings, progress=None) -> dict:
-    """Train the golden engine on a ``.zsgd`` file; epoch ``k`` reads stored stream
-    ``(k - 1) mod epoch_count``.  The file's encoding, bits and bus width override
-    ``settings``'.  Only the engine's own loss is known (the float data are not in the file)."""
+    """Train the engine (golden model, or the simulated engine checked against it) on a
+    ``.zsgd`` file; epoch ``k`` reads stored stream ``(k - 1) mod epoch_count``.  The file's
+    encoding, bits and bus width override ``settings``'.  Only the engine's own loss is known
+    (the float data are not in the file)."""
     header = stream.header
-    if settings.backend != "golden":
-        raise ConfigError(f"a .zsgd file trains on the golden backend, found "
+    if settings.backend not in ("golden", "verilator"):
+        raise ConfigError(f"a .zsgd file trains on the golden or verilator backend, found "
                           f"{settings.backend!r}")
     layout = header.layout
     settings = TrainSettings(**{**asdict(settings), "encoding": layout.encoding.name.lower(),
                                 "bits": layout.bits, "bus_width": layout.bus_width})
     report = _report_base(str(stream.path), settings, header.n_samples, header.n_features)
-    engine = None
-    label_scale = float(header.scales[0])
-    for epoch in range(1, settings.epochs + 1):
-        started = time.perf_counter()
-        config = engine_run_config(settings, header.n_features, epoch)
-        if engine is None:
-            engine = GoldenEngine(settings.engine_params(), config)
-        else:
-            engine.configure(config)
-        status = engine.run_epoch(stream.epoch_payload((epoch - 1) % header.epoch_count))
-        record = {"epoch": epoch, "gamma": settings.gamma(epoch), "loss": None,
-                  **_status_record(status, header.n_samples, label_scale, config),
-                  "bytes_streamed": status.beats * layout.beat_bytes,
-                  "seconds": time.perf_counter() - started}
-        report["epochs"].append(record)
-        if progress is not None:
-            progress(epoch, record)
+
+    def payload_for(epoch):
+        return np.asarray(stream.epoch_payload((epoch - 1) % header.epoch_count))
+
+    engine = _engine_epochs(report, settings, header.n_features, header.n_samples, payload_for,
+                            float(header.scales[0]), None, progress)
     scaler = Scaler.from_table(header.offsets, header.scales, intercept=header.intercept)
     return _finish(report, engine.model / float(1 << settings.model_frac),
                    scaler.inverse_model, engine)

@@ -251,3 +251,103 @@ async def engine_matches_golden(dut):
     ident = await tb.read_reg("ID")
     assert ident["id"] == 0x5A534744, f"ID register reads {ident}"
     _write_report(await train_runs(tb, params, p.get("runs", [])))
+
+
+async def _correct_epoch(tb: TB, params: EngineParams, config: RunConfig, samples: int,
+                         seed: int, where: str):
+    """Reload seed and a zero model, train one epoch, compare with a fresh golden model."""
+    labels, features, _ = make_data(config, samples, seed)
+    golden = GoldenEngine(params, config)
+    await tb.configure(config, samples, seed=True)
+    await tb.write_model(np.zeros(config.n_features, dtype=np.int64))
+    layout = config.layout(params.bus_width)
+    payload = pack_fields(quantize_fields(labels, features, layout, epoch_rng(seed, 0)), layout)
+    expected = golden.run_epoch(payload)
+    status, _, _ = await tb.run_epoch(payload, layout, config.n_features)
+    words = await tb.read_model(config.n_features)
+    check_epoch(expected, golden.model, status, words, where)
+
+
+async def _flags(tb: TB) -> dict:
+    return await tb.read_reg("ERROR_FLAGS")
+
+
+@cocotb.test()
+async def framing_and_config_errors(dut):
+    """Each bad input sets its error flag and counts; the next correct epoch trains normally."""
+    p = test_params()
+    params = EngineParams(**p["params"])
+    tb = TB(dut, params)
+    await tb.reset()
+    lanes = params.lanes
+    config = RunConfig(encoding="double", bits=4, n_features=2 * lanes, batch_size=4,
+                       step=1 << 16, seed=9)
+    layout = config.layout(params.bus_width)
+    per_sample = layout.beats_per_sample(config.n_features)
+    assert per_sample >= 3, "the framing cases need samples of three beats or more"
+    labels, features, _ = make_data(config, 8, 3)
+    payload = pack_fields(quantize_fields(labels, features, layout, epoch_rng(3, 0)), layout)
+    beats, lasts = payload_beats(payload, layout, config.n_features)
+    count = 0
+
+    async def expect(flag: str, what: str):
+        nonlocal count
+        flags = await _flags(tb)
+        assert flags[flag] == 1, f"{what}: {flag} not set ({flags})"
+        count += 1
+        assert (await tb.read_reg("ERROR_COUNT"))["error_count"] == count, what
+        await tb.command(clear_errors=1)
+        assert not any((await _flags(tb)).values()), f"{what}: flags not cleared"
+
+    # tlast early: the second beat of the first sample claims to be its last.
+    await tb.configure(config, 8, seed=True)
+    await tb.command(start=1)
+    await tb.stream(beats[:2], [0, 1])
+    await expect("tlast_early", "tlast early")
+    status = await tb.read_reg("STATUS")
+    assert status["draining"] == 1 and status["busy"] == 0, status
+    await tb.stream(beats[2:6], lasts[2:6])       # the rest is discarded
+    assert (await tb.status())["discarded_beats"] == 4
+    await _correct_epoch(tb, params, config, 8, 4, "after tlast early")
+
+    # tlast missing on the last beat of a sample.
+    await tb.command(start=1)
+    await tb.stream(beats[:per_sample], [0] * per_sample)
+    await expect("tlast_missing", "tlast missing")
+    await _correct_epoch(tb, params, config, 8, 5, "after tlast missing")
+
+    # Out-of-range settings are refused at start (the engine stays idle).
+    for name, bad in (("bits", 0), ("n_features", params.max_features + 1),
+                      ("batch_size", 0), ("batch_size", params.max_batch + 1)):
+        await tb.configure(config, 8)
+        field_writes = {"bits": ("FORMAT", {"encoding": 0, "bits": bad}),
+                        "n_features": ("N_FEATURES", {"n_features": bad}),
+                        "batch_size": ("BATCH_SIZE", {"batch_size": bad})}[name]
+        await tb.write_reg(field_writes[0], **field_writes[1])
+        await tb.command(start=1)
+        await expect("bad_config", f"{name}={bad}")
+        assert (await tb.read_reg("STATUS"))["busy"] == 0, f"{name}={bad} started"
+    await _correct_epoch(tb, params, config, 8, 6, "after bad settings")
+
+    # Start while busy is refused and counted; the running epoch is unharmed.
+    labels, features, _ = make_data(config, 8, 7)
+    golden = GoldenEngine(params, config)
+    await tb.configure(config, 8, seed=True)
+    await tb.write_model(np.zeros(config.n_features, dtype=np.int64))
+    payload = pack_fields(quantize_fields(labels, features, layout, epoch_rng(7, 0)), layout)
+    expected = golden.run_epoch(payload)
+    beats, lasts = payload_beats(payload, layout, config.n_features)
+    await tb.command(start=1)
+    await tb.stream(beats[:5], lasts[:5])
+    await tb.command(start=1)
+    flags = await _flags(tb)
+    assert flags["start_while_busy"] == 1, flags
+    await tb.read(regs.register("MODEL_DATA").offset)     # the model port while busy
+    flags = await _flags(tb)
+    assert flags["model_port_busy"] == 1, flags
+    await tb.stream(beats[5:], lasts[5:])
+    await tb.wait_done()
+    status = await tb.status()
+    words = await tb.read_model(config.n_features)
+    status["error_flags"] = 0  # the two flags above were expected
+    check_epoch(expected, golden.model, status, words, "start while busy")

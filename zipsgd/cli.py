@@ -101,8 +101,9 @@ def _run_inspect(args) -> int:
 
 
 def _add_train_options(p, epochs_default: int = 10) -> None:
-    p.add_argument("--backend", default="golden", choices=["float", "golden"],
-                   help="float64 SGD, or the bit-exact engine model (default)")
+    p.add_argument("--backend", default="golden", choices=["float", "golden", "verilator"],
+                   help="float64 SGD, the bit-exact engine model (default), or the generated "
+                        "engine simulated by Verilator (checked against the golden model)")
     p.add_argument("--bits", type=int, default=4, help="interval-index bits b, 1..8")
     p.add_argument("--encoding", default="double", choices=["double", "single", "raw32"])
     p.add_argument("--bus-width", type=int, default=64)
@@ -167,8 +168,10 @@ def _run_train(args) -> int:
     bar = tqdm(total=settings.epochs, desc="train", unit="epoch", disable=None, leave=False)
 
     def progress(epoch, record):
-        bar.update(1)
-        bar.set_postfix(loss=f"{record.get('loss') or record.get('engine_loss'):.4g}")
+        bar.update(epoch - bar.n)
+        if record is not None:
+            loss = record.get("loss")
+            bar.set_postfix(loss=f"{loss if loss is not None else record['engine_loss']:.4g}")
 
     try:
         if args.source.endswith(".zsgd"):
@@ -180,12 +183,18 @@ def _run_train(args) -> int:
     finally:
         bar.close()
     reporting.print_epochs(report)
+    if report.get("bit_exact") is False:
+        print("zipsgd: error: the simulated engine and the golden model differ (see the "
+              "bit-exact column); this is a bug", file=sys.stderr)
+        status = 1
+    else:
+        status = 0
     if args.report:
         reporting.write_json(report, args.report, force=args.force)
     if args.plot:
         reporting.plot_losses({settings.backend: report}, args.plot, force=args.force,
                               title=f"{report['source']} ({report['layout']})")
-    return 0
+    return status
 
 
 def _add_study(sub) -> None:
@@ -209,17 +218,18 @@ def _run_study(args) -> int:
 
 
 def _add_demo(sub) -> None:
-    p = sub.add_parser("demo", help="quantize synthetic:100 and train float vs golden engine")
+    p = sub.add_parser("demo", help="pack synthetic:100 at 4 bits and train on the simulated "
+                                    "engine, checked against the golden model")
     p.add_argument("--out", default="build/demo", help="folder for the demo's files")
-    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--epochs", type=int, default=5)
     p.set_defaults(run=_run_demo)
 
 
 def _run_demo(args) -> int:
     from .host.study import run_demo
 
-    run_demo(args.out, epochs=args.epochs)
-    return 0
+    reports = run_demo(args.out, epochs=args.epochs)
+    return 0 if all(r.get("bit_exact", True) for r in reports.values()) else 1
 
 
 class _Parser(argparse.ArgumentParser):

@@ -83,3 +83,11 @@ def test_engine_sweep(bus_width, tmp_path):
                       batches=(1, 16, 64)) + special_runs(params)
     report = run_engine(params, runs, tmp_path)
     assert len(report) == sum(r["epochs"] for r in runs)
+
+
+def test_engine_errors_and_recovery(tmp_path):
+    """Framing errors, refused settings, start while busy, model port while busy."""
+    params = EngineParams(bus_width=64, max_features=1024, max_batch=64)
+    runner.build_and_test(ZipsgdEngine(params), TOP_NAME, "zipsgd.sim.engine_bench",
+                          testcase="framing_and_config_errors",
+                          test_params={"params": params.__dict__})

@@ -1,0 +1,61 @@
+"""Bus efficiency of the engine and the speed of its simulation.
+
+For every precision of one build (W = 64, N_max = 1024, B_max = 64), one epoch of 512 samples of
+64 features in mini-batches of 64, with the input never idle: beats / cycles from start to done
+(the epoch's drain and flush included), for both update modes.  Every epoch is also checked
+bit for bit against the golden model.  Simulation speed is beats per second of wall time while
+streaming.  Run with ``make bench`` or ``python -m benchmarks engine``.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import tempfile
+from pathlib import Path
+
+from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
+from zipsgd.sim import runner
+from zipsgd.spec.engine import EngineParams
+from zipsgd.spec.fixed import RoundingMode
+
+FEATURES, BATCH, SAMPLES = 64, 64, 512
+PRECISIONS = [("double", b) for b in range(1, 9)] + [("single", 1), ("single", 4),
+                                                     ("raw32", 32)]
+
+
+def main() -> None:
+    params = EngineParams(bus_width=64, max_features=1024, max_batch=64)
+    runs = []
+    for mode in (0, 1):
+        for encoding, bits in PRECISIONS:
+            runs.append({"config": {"encoding": encoding, "bits": bits, "n_features": FEATURES,
+                                    "batch_size": BATCH, "step": 1 << 14, "seed": 1,
+                                    "update_mode": mode,
+                                    "rounding": int(RoundingMode.STOCHASTIC)},
+                         "samples": SAMPLES, "epochs": 1, "seed": 1})
+    with tempfile.TemporaryDirectory() as folder:
+        report_path = Path(folder) / "report.json"
+        runner.build_and_test(ZipsgdEngine(params), TOP_NAME, "zipsgd.sim.engine_bench",
+                              testcase="engine_matches_golden",
+                              test_params={"params": params.__dict__, "runs": runs},
+                              extra_env={"ZIPSGD_SIM_REPORT": str(report_path)})
+        report = json.loads(report_path.read_text())
+    print(f"machine: {platform.machine()}, {platform.python_version()}; engine W=64, "
+          f"{FEATURES} features, batch {BATCH}, {SAMPLES} samples per epoch, input never idle")
+    print(f"{'layout':>14} {'mode':>8} {'beats':>7} {'cycles':>7} {'beats/cycle':>11} "
+          f"{'update stall':>12} {'sim beats/s':>11}")
+    for row, run in zip(report, runs, strict=True):
+        mode = "exact" if run["config"]["update_mode"] == 0 else "delayed"
+        speed = row["beats"] / row["wall_s"] if row["wall_s"] else float("nan")
+        print(f"{row['layout']:>14} {mode:>8} {row['beats']:>7} {row['cycles_busy']:>7} "
+              f"{row['beats'] / row['cycles_busy']:>11.4f} {row['cycles_update_stall']:>12} "
+              f"{speed:>11.0f}")
+    total_beats = sum(r["beats"] for r in report)
+    total_wall = sum(r["wall_s"] for r in report)
+    print(f"simulation: {total_beats} beats in {total_wall:.1f} s of streaming = "
+          f"{total_beats / total_wall:.0f} beats/s (cocotb + Verilator, one process)")
+
+
+if __name__ == "__main__":
+    main()

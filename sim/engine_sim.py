@@ -1,0 +1,102 @@
+"""Host side of training on the simulated engine (``zipsgd train --backend verilator``).
+
+:func:`run_training_job` builds the engine's Verilog for an ``EngineParams`` (cached by the hash
+of the Verilog, like every simulation build), writes every epoch's packed payload and register
+settings into a job folder, runs :mod:`zipsgd.sim.train_job` under Verilator, and returns, per
+epoch, the status counters and the model words read back through the AXI4-Lite registers.
+A progress callback is called as epochs finish (the simulation runs in a background thread).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import numpy as np
+
+from ..spec.engine import EngineParams, RunConfig
+from .runner import build, run
+
+__all__ = ["EpochJob", "run_training_job", "build_engine"]
+
+
+class EpochJob:
+    """One epoch of a job: the register settings, the packed payload, whether to (re)write the
+    seed register before it."""
+
+    def __init__(self, config: RunConfig, payload: np.ndarray, samples: int,
+                 write_seed: bool = False):
+        self.config = config
+        self.payload = np.ascontiguousarray(payload, dtype=np.uint8)
+        self.samples = samples
+        self.write_seed = write_seed
+
+
+def build_engine(params: EngineParams, build_root=None):
+    """Verilate the engine for ``params`` (cached); returns the runner's BuildResult."""
+    from ..hw.top import TOP_NAME, ZipsgdEngine
+    return build(ZipsgdEngine(params), TOP_NAME, build_root=build_root)
+
+
+def _config_dict(config: RunConfig) -> dict:
+    out = {f.name: getattr(config, f.name) for f in fields(RunConfig) if f.name != "extra"}
+    return {k: (int(v) if not isinstance(v, (list, dict)) else v) for k, v in out.items()}
+
+
+def run_training_job(params: EngineParams, epochs: list[EpochJob], initial_model,
+                     progress: Callable[[int], None] | None = None, build_root=None,
+                     poll_seconds: float = 0.5) -> list[dict]:
+    """Run ``epochs`` on the simulated engine; returns one dict per epoch with ``status``
+    (decoded status registers) and ``model_words``.
+
+    Raises
+    ------
+    zipsgd.sim.runner.SimulationFailed
+        If the build or the simulation fails.
+    """
+    built = build_engine(params, build_root)
+    with tempfile.TemporaryDirectory(prefix="zipsgd-job-") as folder:
+        folder = Path(folder)
+        job = {"params": asdict(params), "model": [int(w) for w in initial_model],
+               "epochs": [], "result": str(folder / "result.json"),
+               "progress": str(folder / "progress.json")}
+        for k, epoch in enumerate(epochs):
+            path = folder / f"epoch{k}.bin"
+            epoch.payload.tofile(path)
+            job["epochs"].append({"config": _config_dict(epoch.config), "samples": epoch.samples,
+                                  "payload": str(path), "seed": epoch.write_seed})
+        (folder / "job.json").write_text(json.dumps(job))
+        failure: list[BaseException] = []
+
+        def simulate():
+            try:
+                run(built, "zipsgd.sim.train_job", testcase="train_job",
+                    extra_env={"ZIPSGD_SIM_JOB": str(folder / "job.json")})
+            except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+                failure.append(error)
+
+        worker = threading.Thread(target=simulate, daemon=True)
+        worker.start()
+        done = 0
+        while worker.is_alive():
+            worker.join(poll_seconds)
+            done = _report_progress(folder / "progress.json", done, progress)
+        if failure:
+            raise failure[0]
+        _report_progress(folder / "progress.json", done, progress)
+        return json.loads((folder / "result.json").read_text())
+
+
+def _report_progress(path: Path, done: int, progress) -> int:
+    try:
+        now = json.loads(path.read_text())["epochs_done"]
+    except (OSError, ValueError, KeyError):
+        return done
+    if progress is not None and now > done:
+        progress(now)
+    return now
+
