@@ -11,11 +11,12 @@ from __future__ import annotations
 import functools
 import operator
 
-from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
 
 from ..spec.fixed import RAND_BITS, RoundingMode
 
-__all__ = ["saturate", "saturate_runtime", "format_top", "shift_left_bounded", "Rounder", "align_shift", "rotate", "tree_sum", "popcount"]
+__all__ = ["saturate", "saturate_runtime", "format_top", "shift_left_bounded", "Rounder",
+           "rotate", "popcount"]
 
 
 def saturate(value: Value, width: int) -> tuple[Value, Value]:
@@ -108,11 +109,6 @@ class Rounder:
         return result[: width + 1].as_signed()
 
 
-def align_shift(value: Value, left: Value, amount: Value) -> Value:
-    """Exact left shift by ``amount`` when ``left``, else floor right shift by ``amount``."""
-    return Mux(left, value.as_signed() << amount, value.as_signed() >> amount)
-
-
 def rotate(m, values: list[Value], amount: Value, name: str) -> list[Signal]:
     """``out[i] = values[(i + amount) mod n]`` for a power-of-two ``n``: a log-depth barrel
     rotator (``amount`` at least ``log2(n)`` bits; higher bits are ignored).  Every stage is a
@@ -136,21 +132,8 @@ def rotate(m, values: list[Value], amount: Value, name: str) -> list[Signal]:
     return current
 
 
-def tree_sum(values: list[Value]) -> Value:
-    """Sum of ``values`` as a balanced tree (Amaranth widens every addition: exact)."""
-    level = list(values)
-    while len(level) > 1:
-        pairs = [level[i] + level[i + 1] for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            pairs.append(level[-1])
-        level = pairs
-    return level[0]
-
-
 def popcount(bits: Value) -> Value:
     return functools.reduce(operator.add, [bits[i] for i in range(len(bits))], Const(0, 1)) \
         if len(bits) else Const(0, 1)
 
 
-def cat_lanes(lanes: list[Value]) -> Value:
-    return Cat(*lanes)

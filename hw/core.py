@@ -13,8 +13,16 @@ pipelines never stall; all hazards are met by holding ``ready`` low at the input
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Elaboratable, Module, Mux, ResetInserter, Signal, \
-    signed, unsigned
+from amaranth.hdl import (
+    Array,
+    Cat,
+    Const,
+    Module,
+    Mux,
+    ResetInserter,
+    Signal,
+    signed,
+)
 from amaranth.lib import fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -32,8 +40,13 @@ from ..spec.engine import (
     EngineParams,
 )
 from ..spec.fixed import RAND_BITS
-from ..spec.stream import QUANT_FEATURE_FRAC, QUANT_LABEL_FRAC, RAW_LABEL_FRAC, Encoding, \
-    StreamLayout
+from ..spec.stream import (
+    QUANT_FEATURE_FRAC,
+    QUANT_LABEL_FRAC,
+    RAW_LABEL_FRAC,
+    Encoding,
+    StreamLayout,
+)
 from .arith import Rounder, format_top, popcount, rotate, saturate, saturate_runtime
 from .decoder import FieldDecoder
 from .rng import XorshiftBank
@@ -57,7 +70,7 @@ def _fields_per_beat_table(bus_width: int):
             try:
                 layout = StreamLayout.make(Encoding(encoding), bits, bus_width)
                 table.append(layout.fields_per_beat)
-            except Exception:  # noqa: BLE001 - invalid codes get 1 (never used: start refuses)
+            except Exception:
                 table.append(1)
     return table
 

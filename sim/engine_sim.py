@@ -76,7 +76,7 @@ def run_training_job(params: EngineParams, epochs: list[EpochJob], initial_model
             try:
                 run(built, "zipsgd.sim.train_job", testcase="train_job",
                     extra_env={"ZIPSGD_SIM_JOB": str(folder / "job.json")})
-            except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+            except BaseException as error:
                 failure.append(error)
 
         worker = threading.Thread(target=simulate, daemon=True)
