@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import settings
 
 # Hypothesis profiles: "ci" (selected automatically when CI is set) has no per-example
@@ -12,3 +13,18 @@ from hypothesis import settings
 settings.register_profile("ci", deadline=None, print_blob=True)
 settings.register_profile("dev")
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--waves", action="store_true", default=False,
+                     help="simulation tests dump waveforms (FST when Verilator can write it, "
+                          "else VCD) into their run folder, which is kept")
+
+
+@pytest.fixture
+def sim_options(request) -> dict:
+    """Keyword arguments for zipsgd.sim.runner.build_and_test from the command line."""
+    if request.config.getoption("--waves"):
+        from zipsgd.sim.toolchain import fst_supported
+        return {"waves": "fst" if fst_supported() else "vcd", "keep": True}
+    return {}

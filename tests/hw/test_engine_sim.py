@@ -66,28 +66,65 @@ def special_runs(params: EngineParams) -> list[dict]:
     ]
 
 
-def run_engine(params: EngineParams, runs: list[dict], tmp_path, **kwargs):
+def run_engine(params: EngineParams, runs: list[dict], tmp_path, axis_source=False, **kwargs):
     report = tmp_path / "report.json"
     runner.build_and_test(ZipsgdEngine(params), TOP_NAME, "zipsgd.sim.engine_bench",
                           testcase="engine_matches_golden",
-                          test_params={"params": params.__dict__, "runs": runs},
+                          test_params={"params": params.__dict__, "runs": runs,
+                                       "axis_source": axis_source},
                           extra_env={"ZIPSGD_SIM_REPORT": str(report)}, **kwargs)
     return json.loads(report.read_text())
 
 
 @pytest.mark.parametrize("bus_width", [64, 128])
-def test_engine_sweep(bus_width, tmp_path):
+def test_engine_sweep(bus_width, tmp_path, sim_options):
     params = EngineParams(bus_width=bus_width, max_features=1024, max_batch=64)
     lanes = params.lanes
     runs = sweep_runs(params, feature_counts=(1, lanes - 1, lanes + 1, 300),
                       batches=(1, 16, 64)) + special_runs(params)
-    report = run_engine(params, runs, tmp_path)
+    report = run_engine(params, runs, tmp_path, **sim_options)
     assert len(report) == sum(r["epochs"] for r in runs)
 
 
-def test_engine_errors_and_recovery(tmp_path):
+def test_engine_with_cocotbext_source(tmp_path, sim_options):
+    """The same scoreboard with cocotbext-axi's AxiStreamSource (a frame per sample) and its
+    pause generator: fixed and random idle patterns."""
+    params = EngineParams(bus_width=64, max_features=1024, max_batch=64)
+    runs = [{"config": _config("double", 3, 50, 16, seed=4), "samples": 40, "epochs": 2,
+             "seed": 21, "idle": 0.5},
+            {"config": _config("raw32", 32, 9, 4, mode="delayed", seed=5), "samples": 13,
+             "epochs": 2, "seed": 22, "idle_cycle": [True, False]},
+            {"config": _config("single", 8, 33, 1, seed=6), "samples": 9, "epochs": 1,
+             "seed": 23}]
+    report = run_engine(params, runs, tmp_path, axis_source=True, **sim_options)
+    assert len(report) == 5
+
+
+def test_engine_errors_and_recovery(sim_options):
     """Framing errors, refused settings, start while busy, model port while busy."""
     params = EngineParams(bus_width=64, max_features=1024, max_batch=64)
     runner.build_and_test(ZipsgdEngine(params), TOP_NAME, "zipsgd.sim.engine_bench",
                           testcase="framing_and_config_errors",
-                          test_params={"params": params.__dict__})
+                          test_params={"params": params.__dict__}, **sim_options)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bus_width", [256, 512])
+def test_engine_sweep_wide_buses(bus_width, tmp_path, sim_options):
+    params = EngineParams(bus_width=bus_width, max_features=1024, max_batch=64)
+    lanes = params.lanes
+    runs = sweep_runs(params, feature_counts=(1, lanes - 1, lanes + 1, 700),
+                      batches=(1, 16, 64), seeds=(1,)) + special_runs(params)
+    report = run_engine(params, runs, tmp_path, **sim_options)
+    assert len(report) == sum(r["epochs"] for r in runs)
+
+
+@pytest.mark.slow
+def test_engine_at_max_features(tmp_path, sim_options):
+    """The default build (N_max = 32768): samples of exactly N_max features."""
+    params = EngineParams(bus_width=64)
+    runs = [{"config": _config(encoding, bits, params.max_features, 4, seed=3),
+             "samples": 9, "epochs": 2, "seed": 11}
+            for encoding, bits in (("double", 8), ("double", 1), ("raw32", 32))]
+    report = run_engine(params, runs, tmp_path, **sim_options)
+    assert len(report) == 6
