@@ -217,6 +217,26 @@ def _run_study(args) -> int:
     return 0
 
 
+def _add_export(sub) -> None:
+    p = sub.add_parser("export-verilog", help="write the engine's Verilog and port description")
+    p.add_argument("-o", "--output", default="build/verilog", help="output folder")
+    p.add_argument("--bus-width", type=int, default=64, help="64, 128, 256 or 512")
+    p.add_argument("--max-features", type=int, default=32768, help="N_max")
+    p.add_argument("--max-batch", type=int, default=1024, help="B_max")
+    p.set_defaults(run=_run_export)
+
+
+def _run_export(args) -> int:
+    from .hw.top import export_verilog
+    from .spec.engine import EngineParams
+
+    params = EngineParams(args.bus_width, args.max_features, args.max_batch)
+    vpath, jpath = export_verilog(params, args.output)
+    print(f"wrote {vpath} and {jpath} (W={params.bus_width}, N_max={params.max_features}, "
+          f"B_max={params.max_batch}, {params.lanes} lanes)")
+    return 0
+
+
 def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="pack synthetic:100 at 4 bits and train on the simulated "
                                     "engine, checked against the golden model")
@@ -250,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "bit-exact engine model and hardware flow.")
     parser.add_argument("--version", action="version", version=f"zipsgd {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_quantize, _add_inspect, _add_train, _add_study, _add_demo):
+    for add in (_add_quantize, _add_inspect, _add_train, _add_study, _add_export, _add_demo):
         add(sub)
     return parser
 
