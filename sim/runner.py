@@ -92,6 +92,27 @@ BASE_BUILD_ARGS: tuple[str, ...] = (
 #: which breaks every design big enough for Verilator to split into several files.
 MAKE_VARIABLES = "OPT_FAST=-O2 OPT_SLOW=-O0 OPT_GLOBAL=-O2 CFG_CXXFLAGS_PCH_I=-include"
 
+#: Only the top module's signals are made visible to cocotb (VPI): cocotb's default,
+#: ``--public-flat-rw``, makes every internal signal public, which keeps Verilator from
+#: optimizing any of them away and slows the simulation of a large design several times.
+_PUBLIC_TOP = """`verilator_config
+public_flat_rw -module "{toplevel}" -var "*"
+"""
+
+
+def _top_public_verilator():
+    """cocotb's Verilator runner without ``--public-flat-rw`` (see :data:`_PUBLIC_TOP`)."""
+    from cocotb_tools.runner import Verilator
+
+    class TopPublicVerilator(Verilator):
+        def _build_command(self):
+            commands = super()._build_command()
+            commands[0] = [arg for arg in commands[0] if arg != "--public-flat-rw"]
+            return commands
+
+    return TopPublicVerilator()
+
+
 _STAMP = ".zipsgd-built"
 _GENERATED_SUFFIX = ".amaranth.v"
 
@@ -259,7 +280,6 @@ def build(
     tool = activate()
     import cocotb
     import cocotb_tools.config
-    from cocotb_tools.runner import get_runner
 
     verilog = elaborate_verilog(design, toplevel, ports)
     waiver_path = Path(waivers).resolve() if waivers else None
@@ -280,7 +300,7 @@ def build(
         cocotb.__version__,
         str(cocotb_tools.config.libs_dir),
         json.dumps([args, {k: str(v) for k, v in params.items()}, list(timescale), wave_fmt,
-                    MAKE_VARIABLES]),
+                    MAKE_VARIABLES, _PUBLIC_TOP]),
         _sha(waiver_path.read_bytes()) if waiver_path else "-",
         *(f"{p.name}:{_sha(p.read_bytes())}" for p in extra),
     ):
@@ -307,11 +327,14 @@ def build(
         if waiver_path:
             # copy so the build dir is self-describing; .vlt must precede the .v
             sources.append(Path(shutil.copy(waiver_path, build_dir / "waivers.vlt")))
+        public = build_dir / "public.vlt"
+        public.write_text(_PUBLIC_TOP.format(toplevel=toplevel))
+        sources.append(public)
         sources += extra
         sources.append(vpath)
 
         log = build_dir / "build.log"
-        runner = get_runner("verilator")
+        runner = _top_public_verilator()
         # cocotb lets $WAVES override the waves argument: pin it to the key.
         build_env = {"WAVES": "1" if wave_fmt else "0"}
         objcache = objcache_command()
