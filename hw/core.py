@@ -304,7 +304,9 @@ class SgdCore(wiring.Component):
 
         fifo_room = (sfifo.level < sample_depth - 8) & (efifo.level < 48)
         batch_gate = ~(in_f0 == 0) | ~fused_sample | gradients_ready
-        hazard_free = ~window_hit(in_f0) & fifo_room & batch_gate
+        # A fused beat must read the words an earlier fused beat wrote: it waits out the
+        # window.  A plain beat goes ahead and takes the updated words by forwarding (stage C4).
+        hazard_free = ~(fused_sample & window_hit(in_f0)) & fifo_room & batch_gate
         accepting = Signal()
         m.d.comb += accepting.eq((state == RUN) & hazard_free)
         m.d.comb += self.s_ready.eq(accepting | (state == DISCARD))
@@ -481,13 +483,40 @@ class SgdCore(wiring.Component):
         c4 = carry("c4", c3)
         c4_mask = stage("c4_mask", lanes, c3_mask)
         c4_lanes = [stage(f"c4_first{i}", signed(32), c3_lanes[i]) for i in range(lanes)]
+        # Forwarding for plain beats: a fused beat with the same field offset issued 1..5
+        # cycles earlier wrote its words after this beat read the memory; its updated words
+        # are in the C4 registers (1 cycle ahead) or in the history of C4 outputs (2..5).
+        c4_valid_fused = Signal()
+        c4_f0_now = Signal(field_bits)
+        history = [(c4_valid_fused, c4_f0_now, None)]
+        history_words = []
+        for k in range(1, UPDATE_WINDOW - 1):
+            fused_k = Signal(name=f"fwd{k}_fused")
+            f0_k = Signal(field_bits, name=f"fwd{k}_f0")
+            words_k = [Signal(signed(32), name=f"fwd{k}_x{b}") for b in range(lanes)]
+            prev_fused, prev_f0, _ = history[-1]
+            m.d.sync += [fused_k.eq(prev_fused & ~pipe_reset), f0_k.eq(prev_f0)]
+            history.append((fused_k, f0_k, None))
+            history_words.append(words_k)
         c4_x = []
+        forward_sel = [Signal(name=f"fwd_hit{k}") for k in range(UPDATE_WINDOW - 1)]
+        m.d.comb += [forward_sel[k].eq(history[k][0] & (history[k][1] == c3["f0"])
+                                       & ~c3["fused"]) for k in range(UPDATE_WINDOW - 1)]
         for b in range(lanes):
             decay = decay_rounder.apply(c3_prod[b], c3_rand[b][16:32])
             x2 = c3_x1[b] - decay
             magnitude = Mux(x2 < 0, -x2, x2) - cfg.threshold
             x3 = Mux(magnitude > 0, Mux(x2 < 0, -magnitude, magnitude), 0)
-            c4_x.append(stage(f"c4_x{b}", signed(32), Mux(c3["fused"], x3, c3_x[b])))
+            c4_x.append(Signal(signed(32), name=f"c4_x{b}"))
+            value = Mux(c3["fused"], x3, c3_x[b])
+            for k in reversed(range(UPDATE_WINDOW - 1)):   # the most recent match wins
+                source = c4_x[b] if k == 0 else history_words[k - 1][b]
+                value = Mux(forward_sel[k], source, value)
+            m.d.sync += c4_x[b].eq(value)
+        m.d.comb += [c4_valid_fused.eq(c4["valid"] & c4["fused"]), c4_f0_now.eq(c4["f0"])]
+        for k, words in enumerate(history_words):
+            previous = c4_x if k == 0 else history_words[k - 1]
+            m.d.sync += [words[b].eq(previous[b]) for b in range(lanes)]
         # Write back the fused update (bank space; rows from f0).
         c4_shift = Signal(log_lanes)
         c4_base = Signal(field_bits - log_lanes)
