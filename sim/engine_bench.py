@@ -388,3 +388,16 @@ async def framing_and_config_errors(dut):
     words = await tb.read_model(config.n_features)
     status["error_flags"] = 0  # the two flags above were expected
     check_epoch(expected, golden.model, status, words, "start while busy")
+
+
+@cocotb.test()
+async def clock_speed(dut):
+    """Cycles per second of wall time with no Python work per cycle (the simulator's own
+    speed, for the benchmark's reference)."""
+    p = test_params()
+    tb = TB(dut, EngineParams(**p["params"]))
+    await tb.reset()
+    cycles = p.get("cycles", 100_000)
+    started = time.perf_counter()
+    await ClockCycles(dut.clk, cycles)
+    _write_report({"cycles": cycles, "wall_s": time.perf_counter() - started})

