@@ -1,0 +1,37 @@
+"""``zipsgd train --backend verilator``: the training driver on the simulated engine."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from zipsgd.host.datasets import open_source
+from zipsgd.host.pack import pack_source
+from zipsgd.host.train import TrainSettings, load_scaled, train_in_memory, train_stream_file
+from zipsgd.host.zsgd_file import StreamFile
+
+# The build of the engine simulation tests (W = 64, N_max = 1024, B_max = 64): cached once.
+SETTINGS = TrainSettings(backend="verilator", bits=3, epochs=2, batch_size=16, step_size=0.25,
+                         max_features=1024, max_batch=64, seed=4)
+
+
+def test_in_memory_training_is_bit_exact_with_the_golden_model():
+    data = load_scaled("synthetic:8:300:2")
+    report = train_in_memory(data, SETTINGS)
+    golden = train_in_memory(data, replace(SETTINGS, backend="golden"))
+    assert report["bit_exact"] is True
+    assert report["model_words"] == golden["model_words"]
+    for simulated, reference in zip(report["epochs"], golden["epochs"], strict=True):
+        assert simulated["loss"] == reference["loss"]
+        assert simulated["engine_loss"] == reference["engine_loss"]
+        assert simulated["beats"] == reference["beats"]
+        assert 0 < simulated["bus_efficiency"] <= 1
+        assert simulated["cycles"] >= simulated["beats"]
+
+
+def test_stream_file_training_on_the_simulated_engine(tmp_path):
+    path = tmp_path / "s.zsgd"
+    pack_source(open_source("synthetic:5:120:3"), path, SETTINGS.layout(), epochs=2, seed=8,
+                progress=False)
+    report = train_stream_file(StreamFile(path), replace(SETTINGS, epochs=3))
+    assert report["bit_exact"] is True
+    assert [e["bit_exact"] for e in report["epochs"]] == [True] * 3
