@@ -252,6 +252,114 @@ def _run_demo(args) -> int:
     return 0 if all(r.get("bit_exact", True) for r in reports.values()) else 1
 
 
+def _add_perf(sub) -> None:
+    p = sub.add_parser("perf", help="model the time per epoch of each encoding on a platform "
+                                    "(memory bandwidth vs engine clock)")
+    p.add_argument("source", help="data source (see quantize)")
+    p.add_argument("--platform", default="pynq-z1",
+                   help="platform preset (default pynq-z1; see docs/PLATFORMS.md): "
+                        "ulx3s-85f orangecrab pynq-z1 harp-v1 u280-hbm-channel u280-hbm")
+    p.add_argument("--bits", type=int, nargs="+", default=[1, 2, 4, 6, 8],
+                   help="interval-index bits b of the single and double rows (default 1 2 4 6 8)")
+    p.add_argument("--epochs", type=int, default=1, help="epochs to total (default 1)")
+    p.add_argument("--batch-size", type=int, default=16, help="mini-batch size (default 16)")
+    p.add_argument("--update-mode", default="delayed", choices=["exact", "delayed"])
+    p.add_argument("--target", action="store_true",
+                   help="also train float SGD and the golden model for --epochs epochs and "
+                        "report the first epoch within 1%% of float SGD's final loss")
+    p.add_argument("--step-size", type=float, default=0.5, help="alpha for --target")
+    p.add_argument("--json", help="write the rows as JSON here")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
+    p.set_defaults(run=_run_perf)
+
+
+def _run_perf(args) -> int:
+    from .errors import ConfigError
+    from .host import report as reporting
+    from .host.datasets import open_source
+    from .host.perf import PLATFORMS, epochs_to_target, perf_table
+
+    _check_outputs(args, "json")
+    if args.platform not in PLATFORMS:
+        raise ConfigError(f"platform must be one of {', '.join(PLATFORMS)}, found "
+                          f"{args.platform!r}")
+    if args.epochs < 1:
+        raise ConfigError(f"epochs must be >= 1, found {args.epochs}")
+    platform = PLATFORMS[args.platform]
+    labels, features = open_source(args.source).arrays()
+    n_samples, n_features = features.shape
+    rows = perf_table(platform, n_samples, n_features, tuple(args.bits), args.batch_size,
+                      args.update_mode, args.epochs)
+    target = None
+    if args.target:
+        target = epochs_to_target(args.source, rows, args.epochs, args.batch_size,
+                                  args.update_mode, args.step_size, platform.bus_width)
+    print(f"{args.source}: {n_samples} samples x {n_features} features on {platform.name} "
+          f"({platform.bandwidth / 1e9:.3g} GB/s, {platform.clock_hz / 1e6:.0f} MHz, "
+          f"W={platform.bus_width}), batch {args.batch_size}, {args.update_mode}")
+    extra = f" {'to target':>9} {'time':>10}" if target else ""
+    print(f"{'encoding':>8} {'b':>2} {'bits/val':>8} {'bytes/epoch':>12} {'s/epoch':>10} "
+          f"{'bound':>6} {'speedup':>7}{extra}")
+    for row in rows:
+        line = (f"{row['encoding']:>8} {row['bits']:>2} {row['bits_per_value']:>8.2f} "
+                f"{row['bytes']:>12} {row['time_s']:>10.4g} {row['bound']:>6} "
+                f"{row['speedup_vs_raw32']:>7.2f}")
+        if target:
+            epochs = row.get("epochs_to_target")
+            line += (f" {epochs if epochs is not None else '-':>9} "
+                     f"{row['time_to_target_s'] if epochs is not None else float('nan'):>10.4g}")
+        print(line)
+    if target:
+        print(f"target: loss <= {target['target_loss']:.6g} (float SGD's final loss "
+              f"{target['float_final_loss']:.6g} + 1 %) within {args.epochs} epochs")
+    if args.json:
+        reporting.write_json({"source": args.source, "n_samples": n_samples,
+                              "n_features": n_features, "platform": vars(platform).copy(),
+                              "batch_size": args.batch_size, "update_mode": args.update_mode,
+                              "epochs": args.epochs, "target": target, "rows": rows},
+                             args.json, force=args.force)
+    return 0
+
+
+def _add_synth(sub) -> None:
+    p = sub.add_parser("synth", help="build the engine for an ECP5 board (Yosys, nextpnr, "
+                                     "ecppack; YoWASP) and print fmax and resource use")
+    p.add_argument("--board", default="ulx3s-85f",
+                   help="target board: ulx3s-85f (default), orangecrab-85f, ecpix5-85")
+    p.add_argument("--bus-width", type=int, default=64, help="64, 128, 256 or 512 (default 64)")
+    p.add_argument("--max-features", type=int, default=2048, help="N_max (default 2048)")
+    p.add_argument("--max-batch", type=int, default=256, help="B_max (default 256)")
+    p.add_argument("--freq", type=float, default=100.0, metavar="MHZ",
+                   help="target engine clock in MHz (default 100)")
+    p.add_argument("--ooc", action="store_true",
+                   help="no PLL: clock the engine straight from the board clock pin, "
+                        "constrained to --freq")
+    p.add_argument("-o", "--output", default="build/synth", help="build folder")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(run=_run_synth)
+
+
+def _run_synth(args) -> int:
+    from .hw.synth import BuildError, TimingError, format_table, run_synth
+    from .spec.engine import EngineParams
+
+    params = EngineParams(args.bus_width, args.max_features, args.max_batch)
+    try:
+        summary = run_synth(params, board=args.board, freq_mhz=args.freq, ooc=args.ooc,
+                            out_dir=args.output)
+        status = 0
+    except BuildError as error:  # a tool failed: not bad input, so status 1 rather than 2
+        print(f"zipsgd: error: {error}", file=sys.stderr)
+        return 1
+    except TimingError as error:
+        summary, status = error.summary, 1
+        message = f"zipsgd: error: {error}"
+    print(json.dumps(summary, indent=1) if args.json else format_table(summary))
+    if status:
+        print(message, file=sys.stderr)
+    return status
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line on standard error and exit status 2
     (subparsers inherit the class)."""
@@ -270,7 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "bit-exact engine model and hardware flow.")
     parser.add_argument("--version", action="version", version=f"zipsgd {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_quantize, _add_inspect, _add_train, _add_study, _add_export, _add_demo):
+    for add in (_add_quantize, _add_inspect, _add_train, _add_study, _add_export, _add_demo,
+                _add_perf, _add_synth):
         add(sub)
     return parser
 

@@ -1,0 +1,324 @@
+"""Memory-bandwidth performance model: how long one epoch takes on a given platform.
+
+The engine consumes one AXI4-Stream beat per clock; an epoch is bounded either by how fast
+memory delivers the packed samples or by the engine's clock, plus the cycles the engine spends
+at batch boundaries and at the end of the epoch. The model is::
+
+    bytes          = n_samples * beats_per_sample * W / 8           (padding included)
+    memory time    = bytes / bandwidth
+    engine time    = beats / f_clk
+    boundary cost  = (update stalls + epoch overhead) / f_clk
+    time           = max(memory time, engine time) + boundary cost
+
+The cycle counts (:meth:`EngineModel.cycles`) are fitted to, and tested against, the simulated
+engine's ``cycles_busy`` counter (``tests/host/test_perf.py``); the memory side is a sustained
+bandwidth per platform (:data:`PLATFORMS`, sources in ``docs/PLATFORMS.md``). The sum assumes the
+memory does not run ahead while the engine stalls (no buffering): an upper bound on the time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+from ..spec.stream import BUS_WIDTHS, Encoding, StreamLayout
+
+__all__ = ["Platform", "PLATFORMS", "EngineModel", "epoch_cost", "predicted_cycles",
+           "encodings_for", "perf_table", "epochs_to_target", "measure_cycles_busy",
+           "UPDATE_MODES", "TARGET_GAP"]
+
+UPDATE_MODES = ("exact", "delayed")
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A board or system the engine could run on.
+
+    Members
+    -------
+    name : str
+        Preset name (``--platform``).
+    bandwidth : float
+        Sustained read bandwidth from the memory that holds the samples to the engine, bytes/s.
+    clock_hz : float
+        Engine clock.
+    bus_width : int
+        AXI4-Stream width ``W`` of the engine built for this platform (64, 128, 256 or 512).
+    source : str
+        Where the figures come from (details in ``docs/PLATFORMS.md``).
+
+    Raises
+    ------
+    ConfigError
+        If a figure is out of range.
+    """
+
+    name: str
+    bandwidth: float
+    clock_hz: float
+    bus_width: int
+    source: str = ""
+
+    def __post_init__(self):
+        if not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
+            raise ConfigError(f"bandwidth must be > 0 bytes/s, found {self.bandwidth!r}")
+        if not (math.isfinite(self.clock_hz) and self.clock_hz > 0):
+            raise ConfigError(f"engine clock must be > 0 Hz, found {self.clock_hz!r}")
+        if self.bus_width not in BUS_WIDTHS:
+            raise ConfigError(f"bus width must be one of {BUS_WIDTHS}, found {self.bus_width!r}")
+
+    @property
+    def engine_bandwidth(self) -> float:
+        """Bytes/s the engine consumes when it streams one beat per clock."""
+        return self.clock_hz * self.bus_width / 8
+
+
+#: Presets; every figure and its source (or "estimate") is in docs/PLATFORMS.md.
+PLATFORMS: dict[str, Platform] = {p.name: p for p in (
+    Platform("ulx3s-85f", 40e6, 25e6, 64,
+             "ULX3S (ECP5-85F): 32 MB 16-bit SDR SDRAM clocked at the board's 25 MHz "
+             "oscillator = 50 MB/s peak, 80 % sustained (estimate); engine at 25 MHz (estimate)"),
+    Platform("orangecrab", 288e6, 48e6, 64,
+             "OrangeCrab (ECP5): 16-bit DDR3L, LiteDRAM 1:2 PHY at 48 MHz system clock = "
+             "384 MB/s peak, 75 % sustained (estimate); engine at 48 MHz (estimate)"),
+    Platform("pynq-z1", 0.8e9, 100e6, 64,
+             "PYNQ-Z1 (Zynq-7020): one AXI HP port, 64 bits at 100 MHz = 0.8 GB/s"),
+    Platform("harp-v1", 6.5e9, 200e6, 512,
+             "Intel Xeon+FPGA v1 (Stratix V, QPI): ~6.5 GB/s at 200 MHz, 512-bit lines "
+             "(Kara et al., FCCM 2017; ZipML, ICML 2017)"),
+    Platform("u280-hbm-channel", 14.4e9, 300e6, 512,
+             "Alveo U280: one HBM2 pseudo-channel, 256 bits at 450 MHz = 14.4 GB/s; engine "
+             "at 300 MHz (estimate)"),
+    Platform("u280-hbm", 460e9, 300e6, 512,
+             "Alveo U280: all 32 HBM2 pseudo-channels, 460 GB/s aggregate (data sheet); one "
+             "engine at 300 MHz (estimate) cannot use it: engine bound"),
+)}
+
+
+def _tree_registers(lanes: int) -> int:
+    """Pipeline registers in the adder tree over ``lanes`` products (one every two levels,
+    none after the last level; ``hw/core.py``)."""
+    levels = lanes.bit_length() - 1
+    return sum(1 for d in range(2, levels, 2))
+
+
+@dataclass(frozen=True)
+class EngineModel:
+    """Cycle model of the engine (``docs/HARDWARE.md``), fitted to ``cycles_busy`` of the
+    simulated engine at W = 64, checked at W = 128 and 512 (widths differ in the adder-tree
+    depth).
+
+    Members
+    -------
+    bus_width : int
+        ``W``; ``lanes = W / 2``.
+    base_depth : int
+        Cycles from a sample's last beat being accepted until its gradient is written, less the
+        sample's own beats and the adder-tree registers (17 measured at W = 64).
+    epoch_fixed : int
+        Epoch start and end cycles that depend on nothing (13 measured).
+    update_window : int
+        ``UPDATE_WINDOW`` of ``hw/core.py``: a fused beat waits until no fused beat with its
+        offset was issued in this many cycles.
+    """
+
+    bus_width: int = 64
+    base_depth: int = 17
+    epoch_fixed: int = 13
+    update_window: int = 6
+
+    def __post_init__(self):
+        if self.bus_width not in BUS_WIDTHS:
+            raise ConfigError(f"bus width must be one of {BUS_WIDTHS}, found {self.bus_width!r}")
+
+    @property
+    def lanes(self) -> int:
+        return self.bus_width // 2
+
+    @property
+    def depth(self) -> int:
+        """Pipeline depth: 19 cycles at W = 64 and 128, 20 at W = 256 and 512 (all but 256
+        measured)."""
+        return self.base_depth + _tree_registers(self.lanes)
+
+    def cycles(self, n_samples: int, beats_per_sample: int, batch: int,
+               update_mode: str) -> dict:
+        """Engine cycles of one epoch, input never idle: ``beats``, ``update_stall``,
+        ``epoch_overhead`` and their sum ``cycles`` (the engine's ``cycles_busy``).
+
+        The single place the formula lives:
+
+        * ``EXACT``: every batch boundary stalls until the previous batch's last gradient is
+          written, ``depth + beats_per_sample`` cycles after its last beat;
+        * ``DELAYED``: the fused update of batch ``u`` needs batch ``u-2``'s gradient, so boundary
+          ``u`` stalls for what batch ``u-1`` (``B * beats_per_sample`` beats plus its own stall)
+          does not cover: ``s_u = max(depth + beats_per_sample - B * beats_per_sample - s_{u-1},
+          w)``, ``s_1 = 0``; ``w = max(0, update_window + 1 - B * beats_per_sample)`` keeps
+          fused beats with the same offset ``update_window`` cycles apart (batches of one or a
+          few short samples);
+        * end of epoch: ``epoch_fixed`` + drain (``depth + beats_per_sample``) + one flush pass
+          (``EXACT``, or ``DELAYED`` with a single batch) or two (``DELAYED``, the second one at
+          least ``update_window + 1`` cycles).
+        """
+        if update_mode not in UPDATE_MODES:
+            raise ConfigError(f"update mode must be exact or delayed, found {update_mode!r}")
+        if n_samples < 1 or batch < 1 or beats_per_sample < 1:
+            raise ConfigError(f"samples, batch and beats per sample must be >= 1, found "
+                              f"{n_samples}, {batch}, {beats_per_sample}")
+        bps = beats_per_sample
+        beats = n_samples * bps
+        boundaries = -(-n_samples // batch) - 1
+        drain = self.depth + bps
+        if update_mode == "exact":
+            stall = boundaries * drain
+            overhead = self.epoch_fixed + drain + bps
+        else:
+            stall = _delayed_stalls(boundaries, drain - batch * bps,
+                                    max(0, self.update_window + 1 - batch * bps))
+            overhead = self.epoch_fixed + drain + bps
+            if boundaries:                       # a second pending update: the second pass
+                overhead += max(bps, self.update_window + 1)
+        return {"beats": beats, "update_stall": stall, "epoch_overhead": overhead,
+                "cycles": beats + stall + overhead}
+
+
+def _delayed_stalls(boundaries: int, slack: int, window: int) -> int:
+    """Sum of ``s_u = max(slack - s_{u-1}, window)`` for ``u = 2..boundaries``, ``s_1 = 0``
+    (the sequence has period at most 2 from ``u = 3`` on)."""
+    if boundaries < 2:
+        return 0
+    terms = [0]                                  # terms[k] = s_{k+1}
+    while len(terms) < min(boundaries, 4):
+        terms.append(max(slack - terms[-1], window))
+    if len(terms) == boundaries:
+        return sum(terms)
+    # From s_3 on the pair (s_3, s_4) repeats: s_{u+1} = max(min(s_{u-1}, slack - window), window).
+    head = terms[0] + terms[1]
+    rest = boundaries - 2
+    pair = terms[2] + terms[3]
+    return head + (rest // 2) * pair + (terms[2] if rest % 2 else 0)
+
+
+def predicted_cycles(n_samples: int, n_features: int, layout: StreamLayout, batch: int,
+                     update_mode: str, engine: EngineModel | None = None) -> int:
+    """The model's ``cycles_busy`` for one epoch (input never idle)."""
+    engine = engine or EngineModel(layout.bus_width)
+    return engine.cycles(n_samples, layout.beats_per_sample(n_features), batch,
+                         update_mode)["cycles"]
+
+
+def _cost(platform: Platform, engine: EngineModel, n_samples: int, n_features: int,
+          layout: StreamLayout, batch: int, update_mode: str) -> dict:
+    if layout.bus_width != engine.bus_width:
+        raise ConfigError(f"the layout's bus width {layout.bus_width} differs from the "
+                          f"engine's {engine.bus_width}")
+    bps = layout.beats_per_sample(n_features)
+    cyc = engine.cycles(n_samples, bps, batch, update_mode)
+    n_bytes = n_samples * layout.sample_bytes(n_features)
+    memory_s = n_bytes / platform.bandwidth
+    engine_s = cyc["beats"] / platform.clock_hz
+    boundary_s = (cyc["update_stall"] + cyc["epoch_overhead"]) / platform.clock_hz
+    return {"layout": str(layout), "bits_per_value": layout.stored_bits_per_value(n_features),
+            "beats_per_sample": bps, "bytes": n_bytes, "beats": cyc["beats"],
+            "engine_cycles": cyc["cycles"], "update_stall_cycles": cyc["update_stall"],
+            "epoch_overhead_cycles": cyc["epoch_overhead"], "memory_s": memory_s,
+            "engine_s": engine_s, "boundary_s": boundary_s,
+            "time_s": max(memory_s, engine_s) + boundary_s,
+            "bound": "memory" if memory_s > engine_s else "engine"}
+
+
+def epoch_cost(platform: Platform, engine: EngineModel | None, n_samples: int, n_features: int,
+               layout: StreamLayout, batch: int, update_mode: str = "delayed") -> dict:
+    """Model one epoch of ``n_samples`` x ``n_features`` in ``layout`` on ``platform``.
+
+    Returns a dict: ``bytes`` moved, ``beats``, ``engine_cycles`` (with ``update_stall_cycles``
+    and ``epoch_overhead_cycles``), ``memory_s``, ``engine_s`` (streaming beats only),
+    ``boundary_s``, ``time_s = max(memory_s, engine_s) + boundary_s``, ``bound`` (``memory`` or
+    ``engine``: the larger streaming time) and ``speedup_vs_raw32`` (raw32's ``time_s`` over
+    this one's, same platform, engine, batch and update mode).
+
+    Raises
+    ------
+    ConfigError
+        If the layout's bus width is not the engine's, or a count is out of range.
+    """
+    engine = engine or EngineModel(platform.bus_width)
+    cost = _cost(platform, engine, n_samples, n_features, layout, batch, update_mode)
+    raw = _cost(platform, engine, n_samples, n_features,
+                StreamLayout.make(Encoding.RAW32, 32, layout.bus_width), batch, update_mode)
+    cost["speedup_vs_raw32"] = raw["time_s"] / cost["time_s"]
+    return cost
+
+
+def encodings_for(bits: tuple[int, ...], bus_width: int) -> list[StreamLayout]:
+    """raw32, then ``single`` and ``double`` at each of ``bits``."""
+    layouts = [StreamLayout.make(Encoding.RAW32, 32, bus_width)]
+    for encoding in (Encoding.SINGLE, Encoding.DOUBLE):
+        layouts += [StreamLayout(encoding, b, bus_width) for b in bits]
+    return layouts
+
+
+def perf_table(platform: Platform, n_samples: int, n_features: int, bits=(1, 2, 4, 6, 8),
+               batch: int = 16, update_mode: str = "delayed", epochs: int = 1) -> list[dict]:
+    """One :func:`epoch_cost` row per encoding, with ``epochs`` x the epoch time as
+    ``total_s``."""
+    rows = []
+    for layout in encodings_for(tuple(bits), platform.bus_width):
+        row = epoch_cost(platform, None, n_samples, n_features, layout, batch, update_mode)
+        row["encoding"] = layout.encoding.name.lower()
+        row["bits"] = layout.bits
+        row["total_s"] = row["time_s"] * epochs
+        rows.append(row)
+    return rows
+
+
+#: "Reached the target": a loss within this fraction above float SGD's final loss.
+TARGET_GAP = 0.01
+
+
+def epochs_to_target(source: str, rows: list[dict], epochs: int, batch: int, update_mode: str,
+                     step_size: float, bus_width: int, seed: int = 0) -> dict:
+    """Train float SGD and the golden model of every row's encoding for ``epochs`` epochs on
+    ``source``; set each row's ``epochs_to_target`` (the first epoch whose training loss is at
+    most float SGD's final loss times ``1 + TARGET_GAP``; None if none is) and
+    ``time_to_target_s`` (that many epochs of ``time_s``). Returns the target."""
+    from .train import TrainSettings, load_scaled, train_in_memory
+
+    data = load_scaled(source)
+    common = {"epochs": epochs, "batch_size": batch, "update_mode": update_mode,
+              "step_size": step_size, "seed": seed, "bus_width": bus_width}
+    float_report = train_in_memory(data, TrainSettings(backend="float", **common))
+    final = float_report["epochs"][-1]["loss"]
+    target = final * (1 + TARGET_GAP)
+    for row in rows:
+        report = train_in_memory(data, TrainSettings(backend="golden", encoding=row["encoding"],
+                                                     bits=row["bits"], **common))
+        hits = [r["epoch"] for r in report["epochs"] if r["loss"] <= target]
+        row["epochs_to_target"] = hits[0] if hits else None
+        row["time_to_target_s"] = hits[0] * row["time_s"] if hits else None
+        row["final_loss"] = report["epochs"][-1]["loss"]
+    return {"float_final_loss": final, "target_loss": target, "gap": TARGET_GAP}
+
+
+def measure_cycles_busy(encoding: str, bits: int, n_features: int, n_samples: int, batch: int,
+                        update_mode: str, bus_width: int = 64, seed: int = 1) -> dict:
+    """Run one epoch of synthetic data on the simulated engine (Verilator; ``bus_width``,
+    ``N_max`` = 1024, ``B_max`` = 64, input never idle) and return its counters: ``beats``,
+    ``cycles_busy``, ``update_stall``, ``starved`` and ``bit_exact`` (against the golden
+    model). Takes 10 to 60 s; this is how the fixture of ``tests/host/test_perf.py`` is made."""
+    import numpy as np
+
+    from .train import ScaledData, TrainSettings, train_in_memory
+
+    rng = np.random.default_rng(seed)
+    features = rng.uniform(-1, 1, (n_samples, n_features))
+    labels = np.clip(features @ (rng.uniform(-1, 1, n_features) / n_features), -1, 1)
+    data = ScaledData("synthetic", labels, features, lambda m: (m, 0.0))
+    settings = TrainSettings(backend="verilator", encoding=encoding, bits=bits, epochs=1,
+                             batch_size=batch, update_mode=update_mode, bus_width=bus_width,
+                             max_features=1024, max_batch=64, step_size=0.1)
+    record = train_in_memory(data, settings)["epochs"][0]
+    return {"beats": record["beats"], "cycles_busy": record["cycles"],
+            "update_stall": record["cycles_update_stall"], "starved": record["cycles_starved"],
+            "bit_exact": record["bit_exact"]}

