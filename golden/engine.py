@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..spec.engine import (
     DECAY_FRAC,
+    LOSS_ACC_FRAC,
     LOSS_ACC_WIDTH,
     LOSS_RESIDUAL_FRAC,
     LOSS_RESIDUAL_WIDTH,
@@ -67,7 +68,6 @@ class EpochStatus:
     @property
     def loss_sum(self) -> float:
         """The accumulated sum of squared residuals as a float (scaled label units)."""
-        from ..spec.engine import LOSS_ACC_FRAC
         return self.loss_acc / float(1 << LOSS_ACC_FRAC)
 
 

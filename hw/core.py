@@ -49,13 +49,11 @@ from ..spec.stream import (
 )
 from .arith import Rounder, format_top, popcount, rotate, saturate, saturate_runtime
 from .decoder import FieldDecoder
+from .registers import ErrorBit
 from .rng import XorshiftBank
 
-__all__ = ["SgdCore", "ERROR_BITS", "UPDATE_WINDOW"]
+__all__ = ["SgdCore", "UPDATE_WINDOW"]
 
-#: Error flag bit positions (``ERROR_FLAGS`` register).
-ERROR_BITS = {"tlast_early": 0, "tlast_missing": 1, "start_while_busy": 2, "bad_config": 3,
-              "model_port_busy": 4}
 #: Cycles from a fused update's model read (stage A) to its write (stage C4): a beat reading the
 #: same fields within this window would see the old model, so the input waits.
 UPDATE_WINDOW = 6
@@ -144,7 +142,7 @@ class SgdCore(wiring.Component):
             "cfg_rounding": In(2), "cfg_update_mode": In(1), "cfg_seed": In(32),
             "start": In(1), "abort_epoch": In(1), "clear_errors": In(1), "seed_write": In(1),
             "busy": Out(1), "done": Out(1), "draining": Out(1), "loss_saturated": Out(1),
-            "error_flags": Out(len(ERROR_BITS)), "error_count": Out(32),
+            "error_flags": Out(len(ErrorBit)), "error_count": Out(32),
             "loss": Out(LOSS_ACC_WIDTH), "beats": Out(64), "samples": Out(64),
             "cycles_busy": Out(64), "cycles_starved": Out(64), "cycles_update_stall": Out(64),
             "updates": Out(32), "model_saturations": Out(32), "residual_saturations": Out(32),
@@ -205,8 +203,8 @@ class SgdCore(wiring.Component):
         # -- state ---------------------------------------------------------------------------
         state = Signal(range(7))
         IDLE, RUN, DRAIN, FLUSH, SETTLE, DISCARD, START = range(7)
-        errors = Signal(len(ERROR_BITS))
-        error_events = Signal(len(ERROR_BITS))
+        errors = Signal(len(ErrorBit))
+        error_events = Signal(len(ErrorBit))
         m.d.comb += [self.error_flags.eq(errors), self.busy.eq(state.matches(RUN, DRAIN, FLUSH,
                                                                               SETTLE, START)),
                      self.draining.eq(state == DISCARD)]
@@ -233,8 +231,8 @@ class SgdCore(wiring.Component):
                      & (fl_g + 8 >= fl_m) & (fl_g <= fl_m + 32))
         start_ok = Signal()
         m.d.comb += start_ok.eq(self.start & ~self.busy & config_ok)
-        m.d.comb += error_events[ERROR_BITS["start_while_busy"]].eq(self.start & self.busy)
-        m.d.comb += error_events[ERROR_BITS["bad_config"]].eq(
+        m.d.comb += error_events[ErrorBit.START_WHILE_BUSY].eq(self.start & self.busy)
+        m.d.comb += error_events[ErrorBit.BAD_CONFIG].eq(
             self.start & ~self.busy & ~config_ok)
         m.d.comb += pipe_reset.eq(start_ok | self.abort_epoch)
         with m.If(start_ok):
@@ -323,9 +321,9 @@ class SgdCore(wiring.Component):
         take = Signal()
         m.d.comb += take.eq((state == RUN) & handshake & framing_ok)
         m.d.comb += [
-            error_events[ERROR_BITS["tlast_early"]].eq(
+            error_events[ErrorBit.TLAST_EARLY].eq(
                 (state == RUN) & handshake & self.s_last & ~last_beat_expected),
-            error_events[ERROR_BITS["tlast_missing"]].eq(
+            error_events[ErrorBit.TLAST_MISSING].eq(
                 (state == RUN) & handshake & ~self.s_last & last_beat_expected),
         ]
 
@@ -791,7 +789,7 @@ class SgdCore(wiring.Component):
         port_pending = Signal()
         port_pending_bank = Signal(log_lanes)
         port_use = self.model_read | self.model_write
-        m.d.comb += error_events[ERROR_BITS["model_port_busy"]].eq(port_use & self.busy)
+        m.d.comb += error_events[ErrorBit.MODEL_PORT_BUSY].eq(port_use & self.busy)
         m.d.sync += [port_pending.eq(self.model_read & ~self.busy),
                      port_pending_bank.eq(port_bank)]
         bank_data = Array(model_rd[b].data for b in range(lanes))
