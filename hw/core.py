@@ -797,4 +797,13 @@ class SgdCore(wiring.Component):
             self.model_rvalid.eq(port_pending | (self.model_read & self.busy)),
             self.model_rdata.eq(Mux(port_pending, bank_data[port_pending_bank], 0)),
         ]
+        # Internal signals the formal harness (``zipsgd.hw.formal``) states properties about;
+        # set at elaboration, so a harness elaborates the core itself and then reads them.
+        self.formal_taps = {
+            "state": state, "running": state == RUN, "dot_acc": acc, "tree_out": tree_out,
+            "dot_valid": tree["valid"] & ~tree["flush"], "dot_first": tree["first"],
+            "dot_last": tree["last"], "grad_sums": g4_sum, "grad_addends": g3_c,
+            "grad_valid": g3_valid, "grad_overwrite": g3_overwrite, "in_f0": in_f0,
+            "in_samples": in_samples,
+        }
         return m
