@@ -53,19 +53,28 @@ def quantize_fields(labels: np.ndarray, features: np.ndarray, layout: StreamLayo
     """
     values = np.column_stack([np.asarray(labels, dtype=np.float64).reshape(-1),
                               np.asarray(features, dtype=np.float64)])
-    if values.size and (not np.isfinite(values).all() or np.abs(values).max() > 1.0):
+    # min/max propagate NaN (the comparisons are then False) and see +-Inf: one pass each.
+    if values.size and not (values.min() >= -1.0 and values.max() <= 1.0):
         raise ConfigError("scaled values must be finite and within [-1, 1]")
     if layout.encoding is Encoding.RAW32:
         words = np.rint(values * float(1 << RAW_FEATURE_FRAC)).astype(np.int64)
         return (words & 0xFFFF_FFFF).astype(np.uint64)
     b = layout.bits
-    t = (values + 1.0) * float(1 << (b - 1))
-    index = np.minimum(np.floor(t), float((1 << b) - 1))
-    prob_up = t - index
+    # In place on the fresh copy: values becomes t, then the probability of rounding up.
+    values += 1.0
+    values *= float(1 << (b - 1))
+    index = np.floor(values)
+    np.minimum(index, float((1 << b) - 1), out=index)
+    values -= index
     draws = 2 if layout.encoding is Encoding.DOUBLE else 1
     uniform = rng.random(values.shape + (draws,))
-    up = uniform < prob_up[..., None]
-    fields = index.astype(np.uint64)
+    # Fields have at most 10 bits: build them in uint16, one sample bit at a time (comparing
+    # each draw's strided view is about twice as fast as one broadcast comparison).
+    fields = index.astype(np.uint16)
+    up = np.empty(values.shape, dtype=np.bool_)
+    shifted = np.empty(values.shape, dtype=np.uint16)
     for k in range(draws):
-        fields |= up[..., k].astype(np.uint64) << np.uint64(b + k)
-    return fields
+        np.less(uniform[..., k], values, out=up)
+        np.left_shift(up.view(np.uint8), np.uint16(b + k), out=shifted)
+        fields |= shifted
+    return fields.astype(np.uint64)
