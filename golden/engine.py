@@ -191,10 +191,9 @@ class GoldenEngine:
         """One model update pass: gradient step, saturation, L2 decay, L1 threshold."""
         cfg = self.config
         layout = cfg.layout(self.params.bus_width)
-        per_beat = layout.fields_per_beat
-        outputs = self.rng.step_lanes(layout.beats_per_sample(cfg.n_features))
-        slot = np.arange(1, cfg.n_features + 1)
-        rand = outputs[slot // per_beat, slot % per_beat].astype(np.int64)
+        slice_index, lane = layout.slice_map(cfg.n_features, self.params.lanes)
+        outputs = self.rng.step_lanes(int(slice_index[-1]) + 1)
+        rand = outputs[slice_index[1:], lane[1:]].astype(np.int64)
         rand_step, rand_decay = rand & _RAND_MASK, rand >> 16
         step = shift_right(gradient, cfg.update_shift, cfg.rounding, rand_step)
         stepped, clipped = saturate(self.model - step, cfg.model_width)

@@ -82,6 +82,7 @@ class TrainSettings:
     grad_frac: int = 24
     max_features: int = 32768
     max_batch: int = 1024
+    lanes: int | None = None
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -115,7 +116,7 @@ class TrainSettings:
         return StreamLayout.make(self.encoding, self.bits, self.bus_width)
 
     def engine_params(self) -> EngineParams:
-        return EngineParams(self.bus_width, self.max_features, self.max_batch)
+        return EngineParams(self.bus_width, self.max_features, self.max_batch, self.lanes)
 
     def gamma(self, epoch: int) -> float:
         return self.step_size / epoch

@@ -73,6 +73,66 @@ def _fields_per_beat_table(bus_width: int):
     return table
 
 
+class _Slicer:
+    """Walks the fields of a sample slice by slice (``docs/HARDWARE.md``, "Slices").
+
+    A beat of ``per_beat`` fields is issued as ``ceil(per_beat / lanes)`` slices of at most
+    ``lanes`` fields, one per cycle; a slice that would start past the last feature is skipped.
+    With ``lanes >= W/2`` every beat is one slice.  Members are signals: ``f0`` (first field of
+    the slice), ``beat_f0`` (first field of its beat), ``index`` (slice within the beat), and
+    the conditions ``slice_last`` (last slice of the beat), ``beat_last`` (last beat of the
+    sample) and ``sample_last`` (both).
+    """
+
+    def __init__(self, m, cfg: _Config, lanes: int, max_slices: int, field_bits: int,
+                 name: str):
+        self._cfg, self._lanes, self._sliced = cfg, lanes, max_slices > 1
+        self.f0 = Signal(field_bits, name=f"{name}_f0")
+        self.beat_f0 = Signal(field_bits, name=f"{name}_beat_f0")
+        self.index = Signal(range(max_slices), name=f"{name}_index")
+        self.slice_last = Signal(name=f"{name}_slice_last")
+        self.beat_last = Signal(name=f"{name}_beat_last")
+        self.sample_last = Signal(name=f"{name}_sample_last")
+        if self._sliced:
+            # Fields of the beat from this slice on fit in one slice, or the next slice would
+            # start past the last feature.
+            rest = cfg.per_beat - (self.index << (lanes.bit_length() - 1))
+            m.d.comb += self.slice_last.eq((rest <= lanes) | (self.f0 + lanes > cfg.n))
+        else:
+            m.d.comb += self.slice_last.eq(1)
+        m.d.comb += [self.beat_last.eq(self.beat_f0 + cfg.per_beat > cfg.n),
+                     self.sample_last.eq(self.slice_last & self.beat_last)]
+
+    def advance(self, m):
+        """The next slice (sync statements; the caller puts them under its condition)."""
+        next_beat = self.beat_f0 + self._cfg.per_beat
+        with m.If(self.slice_last):
+            with m.If(self.beat_last):
+                self.restart(m)
+            with m.Else():
+                m.d.sync += [self.f0.eq(next_beat), self.beat_f0.eq(next_beat),
+                             self.index.eq(0)]
+        with m.Else():
+            m.d.sync += [self.f0.eq(self.f0 + self._lanes), self.index.eq(self.index + 1)]
+
+    def restart(self, m):
+        m.d.sync += [self.f0.eq(0), self.beat_f0.eq(0), self.index.eq(0)]
+
+
+def _pick(m, words, index, lanes: int, name: str) -> list:
+    """Lane ``i`` of slice ``index``: ``words[index * lanes + i]`` (the decoder's outputs for
+    every field position of a beat)."""
+    slices = len(words) // lanes
+    if slices == 1:
+        return list(words[:lanes])
+    out = []
+    for i in range(lanes):
+        sig = Signal(words[i].shape(), name=f"{name}{i}")
+        m.d.comb += sig.eq(Array(words[k * lanes + i] for k in range(slices))[index])
+        out.append(sig)
+    return out
+
+
 def _row(base, shift, bank: int, lanes: int):
     """Row of ``bank`` for a beat whose first field is ``base * lanes + shift``: banks below
     ``shift`` hold fields of the next row (docs/HARDWARE.md, "Model memory")."""
@@ -97,7 +157,7 @@ class _Config:
         self.threshold = Signal(31)
         self.rounding = Signal(2)
         self.delayed = Signal()
-        self.per_beat = Signal(range(params.lanes + 1))
+        self.per_beat = Signal(range(params.bus_width // 2 + 1))
         self.raw = Signal()
 
 
@@ -163,6 +223,7 @@ class SgdCore(wiring.Component):
         lanes = p.lanes
         log_lanes = lanes.bit_length() - 1
         raw_lanes = p.bus_width // 32
+        max_slices = p.bus_width // 2 // lanes   # slices of the densest beat
         rows = p.max_features // lanes + 2
         gacc_width = p.grad_acc_width
         dot_width = p.dot_width
@@ -216,7 +277,8 @@ class SgdCore(wiring.Component):
             m.d.sync += self.error_count.eq(self.error_count + popcount(error_events))
 
         # -- start: check and latch the configuration ---------------------------------------
-        table = Array(Const(v, range(lanes + 1)) for v in _fields_per_beat_table(p.bus_width))
+        table = Array(Const(v, range(p.bus_width // 2 + 1))
+                      for v in _fields_per_beat_table(p.bus_width))
         enc_ok = self.cfg_encoding <= Encoding.RAW32
         bits_ok = (self.cfg_encoding == Encoding.RAW32) | (
             (self.cfg_bits >= 1) & (self.cfg_bits <= 8))
@@ -271,7 +333,8 @@ class SgdCore(wiring.Component):
         # ======================================================================================
         # Input side: framing, batches, hazards
         # ======================================================================================
-        in_f0 = Signal(field_bits)          # field offset of the next beat of the sample
+        feed = _Slicer(m, cfg, lanes, max_slices, field_bits, "in")
+        in_f0 = feed.f0                    # first field of the next slice of the sample
         in_sample_in_batch = Signal(range(p.max_batch + 1))
         in_batch = Signal(64)              # batch index of the current sample
         in_samples = Signal(64)            # samples fully accepted
@@ -284,7 +347,10 @@ class SgdCore(wiring.Component):
         gradients_ready = Mux(keep, grad_batches_done + 1 >= in_batch,
                               grad_batches_done >= in_batch)
         pending_parity = Mux(keep, in_batch[0], ~in_batch[0])   # (u-2) or (u-1) mod 2
-        last_beat_expected = in_f0 + cfg.per_beat > cfg.n
+        last_beat_expected = feed.beat_last
+        # The beat on the bus is taken with its first slice; later slices come from a copy.
+        mid_beat = (feed.index != 0) if max_slices > 1 else Const(0)
+        held_data = Signal(p.bus_width)
 
         # The fused-update window: f0 of fused beats issued in the last UPDATE_WINDOW cycles.
         window_f0 = [Signal(field_bits, name=f"window_f0_{k}") for k in range(UPDATE_WINDOW)]
@@ -306,13 +372,15 @@ class SgdCore(wiring.Component):
         # window.  A plain beat goes ahead and takes the updated words by forwarding (stage C4).
         hazard_free = ~(fused_sample & window_hit(in_f0)) & fifo_room & batch_gate
         accepting = Signal()
-        m.d.comb += accepting.eq((state == RUN) & hazard_free)
+        held_issue = Signal()
+        m.d.comb += [accepting.eq((state == RUN) & hazard_free & ~mid_beat),
+                     held_issue.eq((state == RUN) & hazard_free & mid_beat)]
         m.d.comb += self.s_ready.eq(accepting | (state == DISCARD))
         handshake = self.s_valid & self.s_ready
         with m.If(state == RUN):
             with m.If(accepting & ~self.s_valid):
                 m.d.sync += self.cycles_starved.eq(self.cycles_starved + 1)
-            with m.If(~accepting & self.s_valid):
+            with m.If(~hazard_free & (self.s_valid | mid_beat)):
                 m.d.sync += self.cycles_update_stall.eq(self.cycles_update_stall + 1)
         with m.If((state == DISCARD) & handshake):
             m.d.sync += self.discarded_beats.eq(self.discarded_beats + 1)
@@ -328,15 +396,17 @@ class SgdCore(wiring.Component):
         ]
 
         # Flush beats (end of epoch) share the issue point with stream beats.
-        flush_f0 = Signal(field_bits)
+        sweep = _Slicer(m, cfg, lanes, max_slices, field_bits, "flush")
+        flush_f0 = sweep.f0
         flush_pass = Signal(2)     # passes still to do
         flush_parity = Signal()
         flush_issue = Signal()
         flush_gate = ~window_hit(flush_f0)
         m.d.comb += flush_issue.eq((state == FLUSH) & (flush_pass != 0) & flush_gate)
 
+        slice_issue = take | held_issue
         m.d.comb += [
-            issue_valid.eq(take | flush_issue),
+            issue_valid.eq(slice_issue | flush_issue),
             issue_fused.eq(Mux(flush_issue, 1, fused_sample)),
             issue_f0.eq(Mux(flush_issue, flush_f0, in_f0)),
         ]
@@ -349,15 +419,15 @@ class SgdCore(wiring.Component):
         ]
 
         with m.If(take):
-            m.d.sync += self.beats.eq(self.beats + 1)
-            with m.If(last_beat_expected):
-                m.d.sync += [in_f0.eq(0), in_samples.eq(in_samples + 1)]
+            m.d.sync += [self.beats.eq(self.beats + 1), held_data.eq(self.s_data)]
+        with m.If(slice_issue):
+            feed.advance(m)
+            with m.If(feed.sample_last):
+                m.d.sync += in_samples.eq(in_samples + 1)
                 with m.If(last_of_batch):
                     m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(in_batch + 1)]
                 with m.Else():
                     m.d.sync += in_sample_in_batch.eq(in_sample_in_batch + 1)
-            with m.Else():
-                m.d.sync += in_f0.eq(in_f0 + cfg.per_beat)
 
         # ======================================================================================
         # Forward path
@@ -369,13 +439,15 @@ class SgdCore(wiring.Component):
         a_first, a_last = Signal(), Signal()
         a_parity = Signal()
         a_pass_end = Signal()
+        a_index = Signal(range(max_slices))
         m.d.sync += [
             a_valid.eq(issue_valid & ~pipe_reset), a_fused.eq(issue_fused),
             a_flush.eq(flush_issue), a_f0.eq(issue_f0),
-            a_data.eq(Mux(flush_issue, 0, self.s_data)),
-            a_first.eq(issue_f0 == 0), a_last.eq(Mux(flush_issue, 0, last_beat_expected)),
+            a_data.eq(Mux(flush_issue, 0, Mux(mid_beat, held_data, self.s_data))),
+            a_first.eq(issue_f0 == 0), a_last.eq(Mux(flush_issue, 0, feed.sample_last)),
             a_parity.eq(Mux(flush_issue, flush_parity, pending_parity)),
-            a_pass_end.eq(issue_f0 + cfg.per_beat > cfg.n),
+            a_pass_end.eq(Mux(flush_issue, sweep.sample_last, feed.sample_last)),
+            a_index.eq(Mux(flush_issue, sweep.index, feed.index)),
         ]
 
         m.submodules.decoder = dec = FieldDecoder(bus_width=p.bus_width)
@@ -385,8 +457,11 @@ class SgdCore(wiring.Component):
         m.d.comb += [a_shift.eq(a_f0[:log_lanes]), a_base.eq(a_f0[log_lanes:])]
         a_rows = [_row(a_base, a_shift, b, lanes) for b in range(lanes)]
         lane_field = [a_f0 + i for i in range(lanes)]
-        a_mask = Cat(*((i < cfg.per_beat) & (lane_field[i] >= 1) & (lane_field[i] <= cfg.n)
-                       for i in range(lanes)))
+        # A lane is used when its field is in the beat (the decoder's valid) and a feature.
+        a_mask = Cat(*((lane_field[i] >= 1) & (lane_field[i] <= cfg.n) for i in range(lanes)))
+        fields = p.bus_width // 2
+        a_valid_lanes = _pick(m, [dec.valid[j] for j in range(fields)], a_index, lanes, "a_ok")
+        a_first_lanes = _pick(m, [dec.first[j] for j in range(fields)], a_index, lanes, "a_f")
         # Model reads: the forward path while running, the model port while idle.
         port_field = self.model_index + 1
         port_bank = port_field[:log_lanes]
@@ -409,9 +484,9 @@ class SgdCore(wiring.Component):
         m.d.sync += [b_valid.eq(a_valid & ~pipe_reset), b_fused.eq(a_fused),
                      b_flush.eq(a_flush), b_first.eq(a_first), b_last.eq(a_last),
                      b_pass_end.eq(a_pass_end), b_f0.eq(a_f0), b_parity.eq(a_parity),
-                     b_mask.eq(a_mask & dec.valid),
+                     b_mask.eq(a_mask & Cat(*a_valid_lanes)),
                      b_label.eq(Mux(cfg.raw, dec.first[0], dec.first[0] + dec.second[0]))]
-        m.d.sync += [b_first_lanes[i].eq(dec.first[i]) for i in range(lanes)]
+        m.d.sync += [b_first_lanes[i].eq(a_first_lanes[i]) for i in range(lanes)]
         b_shift = b_f0[:log_lanes]
         neg_shift = Signal(log_lanes)
         m.d.comb += neg_shift.eq(-b_shift)
@@ -542,12 +617,13 @@ class SgdCore(wiring.Component):
         e = carry("e", d)
         products = []
         for i in range(lanes):
-            quant = d_lanes[i][:_QUANT_WIDTH].as_signed() * d_x[i]
+            quant = d_lanes[i][:_QUANT_WIDTH].as_signed()
             if i < raw_lanes:
-                raw = (d_lanes[i] * d_x[i]) >> RAW_PRODUCT_SHIFT
-                value = Mux(cfg.raw, raw, quant)
+                # One multiplier for both encodings: a quantized word is a sign-extended one.
+                product = Mux(cfg.raw, d_lanes[i], quant) * d_x[i]
+                value = Mux(cfg.raw, product >> RAW_PRODUCT_SHIFT, product)
             else:
-                value = quant
+                value = quant * d_x[i]
             products.append(stage(f"e_p{i}", signed(42), Mux(d_mask[i], value, 0)))
 
         # Adder tree, registered every two levels.
@@ -636,20 +712,21 @@ class SgdCore(wiring.Component):
         # ======================================================================================
         # Gradient path
         # ======================================================================================
-        g_f0 = Signal(field_bits)
-        pop = Signal()
+        walk = _Slicer(m, cfg, lanes, max_slices, field_bits, "grad")
+        g_f0 = walk.f0
+        pop = Signal()     # a slice of the FIFO's head beat goes to G1
         m.d.comb += pop.eq(sfifo.r_rdy & efifo.r_rdy)
-        m.d.comb += sfifo.r_en.eq(pop)
+        m.d.comb += sfifo.r_en.eq(pop & walk.slice_last)
         pop_data = sfifo.r_data[:p.bus_width]
         pop_last = sfifo.r_data[p.bus_width]
         pop_first_of_batch = sfifo.r_data[p.bus_width + 1]
         pop_last_of_batch = sfifo.r_data[p.bus_width + 2]
         pop_parity = sfifo.r_data[p.bus_width + 3]
-        m.d.comb += efifo.r_en.eq(pop & pop_last)
+        m.d.comb += efifo.r_en.eq(pop & pop_last & walk.slice_last)
         with m.If(pop):
-            m.d.sync += g_f0.eq(Mux(pop_last, 0, g_f0 + cfg.per_beat))
+            walk.advance(m)
         with m.If(pipe_reset):
-            m.d.sync += g_f0.eq(0)
+            walk.restart(m)
 
         # G1: decode F2, c = e * F2 (stage 5).
         g1_valid = stage("g1_valid", 1, pop & ~pipe_reset)
@@ -657,14 +734,17 @@ class SgdCore(wiring.Component):
         g1_f0 = stage("g1_f0", field_bits, g_f0)
         g1_e = stage("g1_e", signed(32), efifo.r_data.as_signed())
         g1_overwrite = stage("g1_overwrite", 1, pop_first_of_batch)
-        g1_batch_end = stage("g1_batch_end", 1, pop_last_of_batch & pop_last)
+        g1_batch_end = stage("g1_batch_end", 1, pop_last_of_batch & pop_last & walk.slice_last)
+        g1_index = stage("g1_index", range(max_slices), walk.index)
         g1_parity = stage("g1_parity", 1, pop_parity)
         m.submodules.grad_decoder = gdec = FieldDecoder(bus_width=p.bus_width)
         m.d.comb += [gdec.data.eq(g1_data), gdec.encoding.eq(cfg.encoding),
                      gdec.bits.eq(cfg.bits)]
         g1_lane_field = [g1_f0 + i for i in range(lanes)]
-        g1_mask = Cat(*((i < cfg.per_beat) & (g1_lane_field[i] >= 1)
-                        & (g1_lane_field[i] <= cfg.n) for i in range(lanes))) & gdec.valid
+        g1_ok = _pick(m, [gdec.valid[j] for j in range(fields)], g1_index, lanes, "g1_ok")
+        g1_second = _pick(m, [gdec.second[j] for j in range(fields)], g1_index, lanes, "g1_s")
+        g1_mask = Cat(*((g1_lane_field[i] >= 1) & (g1_lane_field[i] <= cfg.n) & g1_ok[i]
+                        for i in range(lanes)))
         g2_valid = stage("g2_valid", 1, g1_valid & ~pipe_reset)
         g2_f0 = stage("g2_f0", field_bits, g1_f0)
         g2_overwrite = stage("g2_overwrite", 1, g1_overwrite)
@@ -673,11 +753,12 @@ class SgdCore(wiring.Component):
         g2_mask = stage("g2_mask", lanes, g1_mask)
         g2_c = []
         for i in range(lanes):
-            quant = g1_e * gdec.second[i][:_QUANT_WIDTH].as_signed()
+            quant = g1_second[i][:_QUANT_WIDTH].as_signed()
             if i < raw_lanes:
-                value = Mux(cfg.raw, (g1_e * gdec.second[i]) >> RAW_PRODUCT_SHIFT, quant)
+                product = g1_e * Mux(cfg.raw, g1_second[i], quant)
+                value = Mux(cfg.raw, product >> RAW_PRODUCT_SHIFT, product)
             else:
-                value = quant
+                value = g1_e * quant
             g2_c.append(stage(f"g2_c{i}", signed(42), value))
 
         # G2 (combinational part): rotate to banks, issue the reads.
@@ -753,19 +834,20 @@ class SgdCore(wiring.Component):
                 with m.If(start_ok):
                     m.d.sync += state.eq(START)
             with m.Case(START):
-                m.d.sync += [in_f0.eq(0), in_sample_in_batch.eq(0), in_batch.eq(0),
-                             in_samples.eq(0), grad_batches_done.eq(0), acc.eq(0),
-                             state.eq(RUN)]
+                feed.restart(m)
+                m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(0), in_samples.eq(0),
+                             grad_batches_done.eq(0), acc.eq(0), state.eq(RUN)]
             with m.Case(RUN):
                 with m.If((state == RUN) & handshake & ~framing_ok):
                     m.d.sync += state.eq(DISCARD)
-                with m.Elif(take & last_beat_expected & (in_samples + 1 == cfg.samples)):
+                with m.Elif(slice_issue & feed.sample_last & (in_samples + 1 == cfg.samples)):
                     m.d.sync += [state.eq(DRAIN), total_batches.eq(in_batch + 1)]
             with m.Case(DRAIN):
                 with m.If(~forward_busy & ~gradient_busy
                           & (grad_batches_done == total_batches)):
                     last = total_batches - 1
-                    m.d.sync += [state.eq(FLUSH), flush_f0.eq(0)]
+                    m.d.sync += state.eq(FLUSH)
+                    sweep.restart(m)
                     with m.If(keep & (total_batches >= 2)):
                         m.d.sync += [flush_pass.eq(2), flush_parity.eq(~last[0])]
                     with m.Else():
@@ -774,11 +856,10 @@ class SgdCore(wiring.Component):
                 with m.If(flush_pass == 0):
                     m.d.sync += state.eq(SETTLE)
                 with m.Elif(flush_issue):
-                    with m.If(flush_f0 + cfg.per_beat > cfg.n):
-                        m.d.sync += [flush_f0.eq(0), flush_pass.eq(flush_pass - 1),
+                    sweep.advance(m)
+                    with m.If(sweep.sample_last):
+                        m.d.sync += [flush_pass.eq(flush_pass - 1),
                                      flush_parity.eq(~flush_parity)]
-                    with m.Else():
-                        m.d.sync += flush_f0.eq(flush_f0 + cfg.per_beat)
             with m.Case(SETTLE):
                 with m.If(~forward_busy):
                     m.d.sync += [state.eq(IDLE), self.done.eq(1)]

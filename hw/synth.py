@@ -166,7 +166,7 @@ def run_synth(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: float
     summary.update({
         "board": board, "freq_mhz": freq_mhz, "ooc": ooc,
         "params": {"bus_width": params.bus_width, "max_features": params.max_features,
-                   "max_batch": params.max_batch},
+                   "max_batch": params.max_batch, "lanes": params.lanes},
         "build_seconds": round(finished - started, 1),
         "elaborate_seconds": round(elaborated - started, 1),
     })

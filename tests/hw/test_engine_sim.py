@@ -86,6 +86,24 @@ def test_engine_sweep(bus_width, tmp_path, sim_options):
     assert len(report) == sum(r["epochs"] for r in runs)
 
 
+def test_engine_sweep_sliced(tmp_path, sim_options):
+    """Fewer lanes than fields per beat (W = 64, L = 4): beats of up to 32 fields are issued as
+    up to 8 slices; feature counts around the lane count and the slice and beat sizes."""
+    params = EngineParams(bus_width=64, max_features=1024, max_batch=64, lanes=4)
+    runs = sweep_runs(params, feature_counts=(1, 3, 5, 20, 21, 300), batches=(1, 16, 64)) \
+        + special_runs(params)
+    report = run_engine(params, runs, tmp_path, **sim_options)
+    assert len(report) == sum(r["epochs"] for r in runs)
+
+
+def test_engine_errors_and_recovery_sliced(sim_options):
+    """The error cases with beats of several slices: an error never leaves a half-issued beat."""
+    params = EngineParams(bus_width=64, max_features=1024, max_batch=64, lanes=4)
+    runner.build_and_test(ZipsgdEngine(params), TOP_NAME, "zipsgd.sim.engine_bench",
+                          testcase="framing_and_config_errors",
+                          test_params={"params": params.__dict__}, **sim_options)
+
+
 def test_engine_with_cocotbext_source(tmp_path, sim_options):
     """The same scoreboard with cocotbext-axi's AxiStreamSource (a frame per sample) and its
     pause generator: fixed and random idle patterns."""

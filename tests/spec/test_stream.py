@@ -233,3 +233,44 @@ def test_pack_unpack_reject_bad_shapes():
         pack_fields(np.array([1, 2, 3], dtype=np.uint64), layout)
     with pytest.raises(ValueError, match="whole number"):
         unpack_fields(np.zeros(12, dtype=np.uint8), layout, 3)
+
+
+def _walk_slices(n_features: int, per_beat: int, lanes: int) -> list[tuple[int, int]]:
+    """The slice walk of the hardware (``_Slicer`` in ``hw/core.py``) step by step: the
+    ``(f0, fields)`` of every slice of one sample."""
+    slices, beat_f0, index = [], 0, 0
+    while True:
+        f0 = beat_f0 + index * lanes
+        slices.append((f0, min(lanes, per_beat - index * lanes)))
+        slice_last = per_beat - index * lanes <= lanes or f0 + lanes > n_features
+        if slice_last:
+            if beat_f0 + per_beat > n_features:
+                return slices
+            beat_f0, index = beat_f0 + per_beat, 0
+        else:
+            index += 1
+
+
+@pytest.mark.parametrize("bus_width", BUS_WIDTHS)
+def test_slice_map_follows_the_hardware_walk(bus_width):
+    for encoding, bits in (("double", 1), ("double", 3), ("single", 1), ("single", 6),
+                           ("raw32", 32)):
+        layout = StreamLayout.make(encoding, bits, bus_width)
+        for lanes in (2, 4, 8, bus_width // 2):
+            for n in (1, 2, lanes - 1, lanes, lanes + 1, layout.fields_per_beat,
+                      layout.fields_per_beat + 1, 3 * layout.fields_per_beat - 1, 100):
+                if n < 1:
+                    continue
+                walk = _walk_slices(n, layout.fields_per_beat, lanes)
+                slice_of, lane_of = layout.slice_map(n, lanes)
+                expected_slice, expected_lane = [], []
+                for s, (f0, count) in enumerate(walk):
+                    for i in range(count):
+                        if f0 + i <= n:
+                            expected_slice.append(s)
+                            expected_lane.append(i)
+                assert slice_of.tolist() == expected_slice
+                assert lane_of.tolist() == expected_lane
+                assert layout.slices_per_sample(n, lanes) == len(walk)
+                if lanes >= layout.fields_per_beat:
+                    assert len(walk) == layout.beats_per_sample(n)

@@ -92,6 +92,12 @@ class EngineParams:
         ``N_max``: the largest feature count the model memory holds.
     max_batch : int
         ``B_max``: the largest mini-batch (sizes the gradient accumulators).
+    lanes : int or None
+        ``L``: feature fields the engine processes per cycle, a power of two from 2 to
+        ``W / 2`` (``None``: ``W / 2``, one beat per cycle at every encoding).  A beat with more
+        fields than lanes is issued as several *slices* of at most ``L`` fields, one per cycle
+        (:func:`zipsgd.spec.stream.slices_per_sample`); fewer lanes trade throughput at the
+        narrowest encodings for multipliers and logic.
 
     Raises
     ------
@@ -101,6 +107,7 @@ class EngineParams:
     bus_width: int = 64
     max_features: int = 32768
     max_batch: int = 1024
+    lanes: int | None = None
 
     def __post_init__(self):
         if self.bus_width not in BUS_WIDTHS:
@@ -111,11 +118,13 @@ class EngineParams:
                               f"{self.max_features!r}")
         if not isinstance(self.max_batch, int) or not 1 <= self.max_batch <= 1 << 16:
             raise ConfigError(f"max_batch must be in 1..65536, found {self.max_batch!r}")
-
-    @property
-    def lanes(self) -> int:
-        """Fields per beat of the narrowest encoding (``single`` at 1 bit: 2-bit fields)."""
-        return self.bus_width // 2
+        most = self.bus_width // 2   # fields per beat of ``single`` at 1 bit (2-bit fields)
+        if self.lanes is None:
+            object.__setattr__(self, "lanes", most)
+        elif (not isinstance(self.lanes, int) or isinstance(self.lanes, bool)
+              or self.lanes < 2 or self.lanes > most or self.lanes & (self.lanes - 1)):
+            raise ConfigError(f"lanes must be a power of two from 2 to {most} (W/2), found "
+                              f"{self.lanes!r}")
 
     @property
     def dot_width(self) -> int:

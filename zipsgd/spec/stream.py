@@ -154,6 +154,31 @@ class StreamLayout:
         check_n_features(n_features)
         return -(-(n_features + 1) // self.fields_per_beat)
 
+    def slice_map(self, n_features: int, lanes: int) -> tuple[np.ndarray, np.ndarray]:
+        """Where an engine of ``lanes`` lanes handles each field of a sample.
+
+        Each beat is issued as slices of at most ``lanes`` fields (``ceil(per_beat/lanes)``
+        slices; field ``f0 + i`` of a slice starting at field ``f0`` goes to lane ``i``), and a
+        slice that would start past the last feature is skipped.  Returns ``(slice, lane)``:
+        for every field ``0..n_features`` (0 is the label) the slice of the sample it is issued
+        in and its lane.  With ``lanes >= fields_per_beat`` slices are beats.
+        """
+        check_n_features(n_features)
+        if not isinstance(lanes, int) or lanes < 1:
+            raise ConfigError(f"lanes must be a positive integer, found {lanes!r}")
+        field = np.arange(n_features + 1)
+        per_beat = self.fields_per_beat
+        slices_per_beat = -(-per_beat // lanes)
+        in_beat = field % per_beat
+        # Every beat but the last has all its slices (a slice starts at most at field n).
+        slice_index = (field // per_beat) * slices_per_beat + in_beat // lanes
+        return slice_index, in_beat % lanes
+
+    def slices_per_sample(self, n_features: int, lanes: int) -> int:
+        """Cycles an engine of ``lanes`` lanes takes to issue one sample (:meth:`slice_map`);
+        equals :meth:`beats_per_sample` when ``lanes >= fields_per_beat``."""
+        return int(self.slice_map(n_features, lanes)[0][-1]) + 1
+
     def sample_bytes(self, n_features: int) -> int:
         return self.beats_per_sample(n_features) * self.beat_bytes
 
