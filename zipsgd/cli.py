@@ -207,6 +207,16 @@ def _add_study(sub) -> None:
     c.add_argument("--out", default="docs/results", help="folder for the table and plots")
     c.add_argument("--force", action="store_true", help="overwrite existing results")
     c.set_defaults(run=_run_study)
+    t = which.add_parser("performance", help="time to accuracy of every encoding on two "
+                                             "platforms, with a measured CPU baseline")
+    t.add_argument("--datasets", nargs="+",
+                   default=["synthetic:10", "synthetic:100", "synthetic:1000", "sklearn:diabetes"])
+    t.add_argument("--platforms", nargs="+", default=["pynq-z1", "harp-v1"])
+    t.add_argument("--bits", nargs="+", type=int, default=[1, 2, 4, 6, 8])
+    t.add_argument("--epochs", type=int, default=None, help="override the per-dataset epochs")
+    t.add_argument("--out", default="docs/results", help="folder for the table and plots")
+    t.add_argument("--force", action="store_true", help="overwrite existing results")
+    t.set_defaults(run=_run_performance_study)
 
 
 def _run_study(args) -> int:
@@ -214,6 +224,14 @@ def _run_study(args) -> int:
 
     run_convergence_study(args.datasets, bits=args.bits, epochs=args.epochs, out=args.out,
                           force=args.force)
+    return 0
+
+
+def _run_performance_study(args) -> int:
+    from .host.time_to_accuracy import run_performance_study
+
+    run_performance_study(args.datasets, args.platforms, tuple(args.bits), args.epochs,
+                          args.out, args.force)
     return 0
 
 
@@ -261,15 +279,23 @@ def _add_perf(sub) -> None:
                         "ulx3s-85f orangecrab pynq-z1 harp-v1 u280-hbm-channel u280-hbm")
     p.add_argument("--bits", type=int, nargs="+", default=[1, 2, 4, 6, 8],
                    help="interval-index bits b of the single and double rows (default 1 2 4 6 8)")
-    p.add_argument("--epochs", type=int, default=1, help="epochs to total (default 1)")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="epochs to total (default 1); with --target, epochs to train (default "
+                        "the convergence study's: 60 for sklearn:diabetes, else 20)")
     p.add_argument("--batch-size", type=int, default=16, help="mini-batch size (default 16)")
     p.add_argument("--update-mode", default="delayed", choices=["exact", "delayed"])
     p.add_argument("--target", action="store_true",
-                   help="also train float SGD and the golden model for --epochs epochs and "
-                        "report the first epoch within 1%% of float SGD's final loss")
-    p.add_argument("--step-size", type=float, default=0.5, help="alpha for --target")
+                   help="time to accuracy: train float SGD and the golden model of every "
+                        "encoding, find the first epoch within 1%% of float SGD's final loss, "
+                        "and time NumPy SGD on this machine to the same loss")
+    p.add_argument("--step-size", type=float, default=None,
+                   help="alpha for --target (default: tuned for float SGD as in the "
+                        "convergence study)")
+    p.add_argument("--cpu-repeats", type=int, default=5,
+                   help="runs of the CPU baseline, median taken (default 5)")
+    p.add_argument("--plot", help="with --target: write loss vs bytes moved and vs time (PNG)")
     p.add_argument("--json", help="write the rows as JSON here")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
+    p.add_argument("--force", action="store_true", help="overwrite existing --json/--plot files")
     p.set_defaults(run=_run_perf)
 
 
@@ -277,47 +303,64 @@ def _run_perf(args) -> int:
     from .errors import ConfigError
     from .host import report as reporting
     from .host.datasets import open_source
-    from .host.perf import PLATFORMS, epochs_to_target, perf_table
+    from .host.perf import PLATFORMS, perf_table
 
-    _check_outputs(args, "json")
+    _check_outputs(args, "json", "plot")
     if args.platform not in PLATFORMS:
         raise ConfigError(f"platform must be one of {', '.join(PLATFORMS)}, found "
                           f"{args.platform!r}")
-    if args.epochs < 1:
+    if args.epochs is not None and args.epochs < 1:
         raise ConfigError(f"epochs must be >= 1, found {args.epochs}")
+    if args.plot and not args.target:
+        raise ConfigError("--plot draws the time-to-accuracy curves: expected --target with it")
+    if args.target:
+        return _run_time_to_accuracy(args)
+    epochs = args.epochs or 1
     platform = PLATFORMS[args.platform]
     labels, features = open_source(args.source).arrays()
     n_samples, n_features = features.shape
     rows = perf_table(platform, n_samples, n_features, tuple(args.bits), args.batch_size,
-                      args.update_mode, args.epochs)
-    target = None
-    if args.target:
-        target = epochs_to_target(args.source, rows, args.epochs, args.batch_size,
-                                  args.update_mode, args.step_size, platform.bus_width)
+                      args.update_mode, epochs)
     print(f"{args.source}: {n_samples} samples x {n_features} features on {platform.name} "
           f"({platform.bandwidth / 1e9:.3g} GB/s, {platform.clock_hz / 1e6:.0f} MHz, "
           f"W={platform.bus_width}), batch {args.batch_size}, {args.update_mode}")
-    extra = f" {'to target':>9} {'time':>10}" if target else ""
     print(f"{'encoding':>8} {'b':>2} {'bits/val':>8} {'bytes/epoch':>12} {'s/epoch':>10} "
-          f"{'bound':>6} {'speedup':>7}{extra}")
+          f"{'bound':>6} {'speedup':>7}")
     for row in rows:
-        line = (f"{row['encoding']:>8} {row['bits']:>2} {row['bits_per_value']:>8.2f} "
-                f"{row['bytes']:>12} {row['time_s']:>10.4g} {row['bound']:>6} "
-                f"{row['speedup_vs_raw32']:>7.2f}")
-        if target:
-            epochs = row.get("epochs_to_target")
-            line += (f" {epochs if epochs is not None else '-':>9} "
-                     f"{row['time_to_target_s'] if epochs is not None else float('nan'):>10.4g}")
-        print(line)
-    if target:
-        print(f"target: loss <= {target['target_loss']:.6g} (float SGD's final loss "
-              f"{target['float_final_loss']:.6g} + 1 %) within {args.epochs} epochs")
+        print(f"{row['encoding']:>8} {row['bits']:>2} {row['bits_per_value']:>8.2f} "
+              f"{row['bytes']:>12} {row['time_s']:>10.4g} {row['bound']:>6} "
+              f"{row['speedup_vs_raw32']:>7.2f}")
     if args.json:
         reporting.write_json({"source": args.source, "n_samples": n_samples,
                               "n_features": n_features, "platform": vars(platform).copy(),
                               "batch_size": args.batch_size, "update_mode": args.update_mode,
-                              "epochs": args.epochs, "target": target, "rows": rows},
+                              "epochs": epochs, "rows": rows},
                              args.json, force=args.force)
+    return 0
+
+
+def _run_time_to_accuracy(args) -> int:
+    from .host import report as reporting
+    from .host.time_to_accuracy import (
+        REFERENCES,
+        format_table,
+        plot_curves,
+        schedule_for,
+        summary_lines,
+        time_to_accuracy,
+    )
+
+    schedule = schedule_for(args.source, args.epochs, batch_size=args.batch_size,
+                            update_mode=args.update_mode, step_size=args.step_size)
+    result = time_to_accuracy(args.source, args.platform, tuple(args.bits), schedule,
+                              args.cpu_repeats)
+    print(format_table(result))
+    print("\n".join(summary_lines(result)))
+    print("context: " + "\ncontext: ".join(REFERENCES))
+    if args.plot:
+        plot_curves(result, args.plot, force=args.force)
+    if args.json:
+        reporting.write_json(result, args.json, force=args.force)
     return 0
 
 
