@@ -1,19 +1,18 @@
-"""Throughput of the bit-exact engine model and of the host quantize+pack path.
+"""Throughput of the bit-exact engine model.
 
 Prints feature values per second (one core: the golden model is single-threaded NumPy) for
 several encodings and batch sizes on random data, timed on packed streams prepared beforehand
-(``run_epoch`` only), and host quantize+pack throughput in MB/s of float32 input.
+(``run_epoch`` only).  Host quantize+pack throughput is ``bench_host``.
 Run with ``make bench`` or ``python -m benchmarks golden``.
 """
 
 from __future__ import annotations
 
-import platform
-import time
-
 import numpy as np
 
+from benchmarks.bench_host import best_of
 from zipsgd.golden.engine import GoldenEngine
+from zipsgd.host.cpu_baseline import machine_description
 from zipsgd.host.quantize import epoch_rng, quantize_fields
 from zipsgd.spec.engine import EngineParams, RunConfig
 from zipsgd.spec.stream import StreamLayout, pack_fields
@@ -26,21 +25,11 @@ CASES = [  # (encoding, bits, batch size)
 ]
 
 
-def _best_of(runs: int, action) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        started = time.perf_counter()
-        action()
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def main() -> None:
     rng = np.random.default_rng(0)
     features = rng.uniform(-1, 1, (SAMPLES, FEATURES))
     labels = rng.uniform(-1, 1, SAMPLES)
-    print(f"machine: {platform.processor() or platform.machine()}, Python "
-          f"{platform.python_version()}, numpy {np.__version__}")
+    print(f"machine: {machine_description()}")
     print(f"golden model: {SAMPLES} samples x {FEATURES} features per epoch, W=64, "
           "best of 3 (python -m benchmarks golden)")
     print(f"{'encoding':>8} {'b':>3} {'batch':>5} {'Mvalues/s':>10}")
@@ -52,14 +41,8 @@ def main() -> None:
         samples = SAMPLES if batch > 1 else SAMPLES // 10
         part = payload[: samples * layout.sample_bytes(FEATURES)]
         engine = GoldenEngine(EngineParams(), config)
-        seconds = _best_of(3, lambda e=engine, p=part: e.run_epoch(p))
+        seconds = best_of(3, lambda e=engine, p=part: e.run_epoch(p))
         print(f"{encoding:>8} {bits:>3} {batch:>5} {samples * FEATURES / seconds / 1e6:>10.2f}")
-    layout = StreamLayout.make("double", 4, 64)
-    seconds = _best_of(3, lambda: pack_fields(
-        quantize_fields(labels, features, layout, epoch_rng(1, 0)), layout))
-    megabytes = SAMPLES * (FEATURES + 1) * 4 / 1e6
-    print(f"host quantize+pack (double b=4, in memory): {megabytes / seconds:.1f} MB/s of "
-          "float32 input")
 
 
 if __name__ == "__main__":

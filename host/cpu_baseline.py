@@ -61,12 +61,15 @@ def measure_cpu_baseline(features: np.ndarray, labels: np.ndarray, target: float
 
     Returns a JSON-ready dict: ``wall_s`` (median), ``wall_s_runs``, ``epochs_to_target`` (None
     if ``epochs`` epochs do not reach the target; ``wall_s`` is then the time of all of them),
-    ``losses`` and ``epoch_end_s`` of the median run, ``dtype``, ``repeats``, ``threads`` note.
+    ``losses`` and ``epoch_end_s`` of the median run, ``dtype``, ``repeats`` and
+    ``load_average`` (the machine's 1-minute load average before the runs: on a shared machine
+    a load above its CPU count slows the runs down).
     """
     if repeats < 1:
         raise ConfigError(f"repeats must be >= 1, found {repeats}")
     features = np.ascontiguousarray(features, dtype=dtype)
     labels = np.ascontiguousarray(labels, dtype=dtype)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     runs = [numpy_sgd(features, labels, epochs, batch_size, step_size, target)
             for _ in range(repeats)]
     walls = [run["epoch_end_s"][-1] for run in runs]
@@ -74,7 +77,7 @@ def measure_cpu_baseline(features: np.ndarray, labels: np.ndarray, target: float
     return {"method": "NumPy mini-batch SGD (plain updates), "
                       f"{np.dtype(dtype).name}, median of {repeats}",
             "dtype": np.dtype(dtype).name, "repeats": repeats,
-            "wall_s": statistics.median(walls), "wall_s_runs": walls,
+            "wall_s": statistics.median(walls), "wall_s_runs": walls, "load_average": load,
             "epochs_to_target": runs[0]["epochs_to_target"],
             "final_loss": runs[0]["losses"][-1], "losses": runs[0]["losses"],
             "epoch_end_s": median_run["epoch_end_s"]}

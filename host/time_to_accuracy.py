@@ -223,9 +223,13 @@ def time_to_accuracy(spec: str, platform: Platform | str, bits=DEFAULT_BITS,
             "platform": asdict(platform), "schedule": asdict(schedule), "alpha": curves["alpha"],
             "float_losses": curves["float_losses"], "float_final_loss": curves["float_losses"][-1],
             "target_loss": target, "gap": TARGET_GAP, "rows": rows, "cpu": cpu,
+            "max_epoch_speedup": max(r["epoch_speedup_vs_raw32"] for r in rows),
             "best": None if best is None else {
                 "encoding": best["encoding"], "bits": best["bits"],
                 "speedup_vs_raw32": best["speedup_vs_raw32"],
+                "epoch_speedup_vs_raw32": best["epoch_speedup_vs_raw32"],
+                "epochs_to_target": best["epochs_to_target"],
+                "raw32_epochs_to_target": rows[0]["epochs_to_target"],
                 "vs_cpu": _ratio(cpu["wall_s"] if cpu["epochs_to_target"] else None,
                                  best["time_to_target_s"])},
             "goal_speedup": SPEEDUP_GOAL,
@@ -298,17 +302,23 @@ def summary_lines(result: dict) -> list[str]:
              f"target: loss <= {result['target_loss']:.6g} (float SGD's final loss "
              f"{result['float_final_loss']:.6g} + {100 * result['gap']:g} %)"]
     best = result["best"]
+    lines.append(f"largest speedup per epoch (smallest encoding, padding included): "
+                 f"{result['max_epoch_speedup']:.2f}x")
     if best is None:
         lines.append("no low-precision encoding reached the target with raw32 reaching it")
     else:
         vs_cpu = best["vs_cpu"]
         verdict = "met" if result["goal_met"] else "not met"
-        lines.append(f"best: {best['encoding']} b={best['bits']}, "
-                     f"{best['speedup_vs_raw32']:.2f}x less modeled time than raw32 (goal "
-                     f">= {result['goal_speedup']:g}x: {verdict})"
+        lines.append(f"best: {best['encoding']} b={best['bits']}, speedup "
+                     f"{best['speedup_vs_raw32']:.2f}x over raw32 in modeled time (goal "
+                     f">= {result['goal_speedup']:g}x: {verdict}) = "
+                     f"{best['epoch_speedup_vs_raw32']:.2f}x per epoch x "
+                     f"{best['raw32_epochs_to_target']}/{best['epochs_to_target']} epochs"
                      + ("" if vs_cpu is None else
-                        f", {vs_cpu:.3g}x less than the CPU baseline's measured time"))
-    lines.append(f"CPU baseline: {result['cpu']['method']} on {result['machine']}")
+                        f"; {vs_cpu:.3g}x faster than the CPU baseline's measured time"))
+    cpu = result["cpu"]
+    load = "" if cpu["load_average"] is None else f", load average {cpu['load_average']:.1f}"
+    lines.append(f"CPU baseline: {cpu['method']} on {result['machine']}{load}")
     return lines
 
 
@@ -394,8 +404,7 @@ def _markdown(results: list[dict], command: str, seconds: float) -> str:
     lines += ["", _WHY, ""]
     for result in results:
         lines += [f"## {result['dataset']} on {result['platform']['name']}", ""]
-        lines += [f"{line}." if not line.endswith(".") else line
-                  for line in summary_lines(result)[:2]]
+        lines += [f"* {line}" for line in summary_lines(result)]
         lines += ["", format_table(result, markdown=True), "",
                   f"![loss vs bytes and time]({plot_name(result)})", ""]
     return "\n".join(lines)
