@@ -282,23 +282,22 @@ def epochs_to_target(source: str, rows: list[dict], epochs: int, batch: int, upd
     """Train float SGD and the golden model of every row's encoding for ``epochs`` epochs on
     ``source``; set each row's ``epochs_to_target`` (the first epoch whose training loss is at
     most float SGD's final loss times ``1 + TARGET_GAP``; None if none is) and
-    ``time_to_target_s`` (that many epochs of ``time_s``). Returns the target."""
-    from .train import TrainSettings, load_scaled, train_in_memory
+    ``time_to_target_s`` (that many epochs of ``time_s``). Returns the target.
+    (:func:`zipsgd.host.time_to_accuracy.time_to_accuracy` is the full study.)"""
+    from .time_to_accuracy import Schedule, first_epoch_reaching, training_curves
+    from .train import load_scaled
 
-    data = load_scaled(source)
-    common = {"epochs": epochs, "batch_size": batch, "update_mode": update_mode,
-              "step_size": step_size, "seed": seed, "bus_width": bus_width}
-    float_report = train_in_memory(data, TrainSettings(backend="float", **common))
-    final = float_report["epochs"][-1]["loss"]
-    target = final * (1 + TARGET_GAP)
+    curves = training_curves(load_scaled(source), [(r["encoding"], r["bits"]) for r in rows],
+                             Schedule(epochs, batch, step_size, update_mode, seed), bus_width)
+    target = curves["target_loss"]
     for row in rows:
-        report = train_in_memory(data, TrainSettings(backend="golden", encoding=row["encoding"],
-                                                     bits=row["bits"], **common))
-        hits = [r["epoch"] for r in report["epochs"] if r["loss"] <= target]
-        row["epochs_to_target"] = hits[0] if hits else None
-        row["time_to_target_s"] = hits[0] * row["time_s"] if hits else None
-        row["final_loss"] = report["epochs"][-1]["loss"]
-    return {"float_final_loss": final, "target_loss": target, "gap": TARGET_GAP}
+        losses = curves["losses"][(row["encoding"], row["bits"])]
+        row["epochs_to_target"] = first_epoch_reaching(losses, target)
+        row["time_to_target_s"] = (None if row["epochs_to_target"] is None
+                                   else row["epochs_to_target"] * row["time_s"])
+        row["final_loss"] = losses[-1]
+    return {"float_final_loss": curves["float_losses"][-1], "target_loss": target,
+            "gap": TARGET_GAP}
 
 
 def measure_cycles_busy(encoding: str, bits: int, n_features: int, n_samples: int, batch: int,
