@@ -205,8 +205,10 @@ def time_to_accuracy(spec: str, platform: Platform | str, bits=DEFAULT_BITS,
     for row in rows:
         row["kind"] = "engine"
         row["speedup_vs_raw32"] = _ratio(raw_time, row["time_to_target_s"])
+    # Ties go to double sampling (the paper's encoding), then to fewer bits.
     best = max((r for r in rows[1:] if r["speedup_vs_raw32"] is not None),
-               key=lambda r: r["speedup_vs_raw32"], default=None)
+               key=lambda r: (r["speedup_vs_raw32"], r["encoding"] == "double", -r["bits"]),
+               default=None)
     if best is not None and best["encoding"] == "double":
         context = _row("2b-bit layout", best["bits"],
                        FieldLayout(Encoding.DOUBLE, best["bits"], platform.bus_width,

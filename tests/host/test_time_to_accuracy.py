@@ -101,10 +101,11 @@ def test_times_are_epochs_times_the_modeled_epoch(result):
             assert row["speedup_vs_raw32"] == raw["time_to_target_s"] / row["time_to_target_s"]
     reached = [r for r in result["rows"][1:] if r["kind"] == "engine"
                and r["speedup_vs_raw32"] is not None]
-    best = max(reached, key=lambda r: r["speedup_vs_raw32"])
-    assert (result["best"]["encoding"], result["best"]["bits"]) == (best["encoding"],
-                                                                    best["bits"])
-    assert result["goal_met"] == (best["speedup_vs_raw32"] >= 8.0)
+    fastest = max(r["speedup_vs_raw32"] for r in reached)
+    assert result["best"]["speedup_vs_raw32"] == fastest
+    if any(r["encoding"] == "double" and r["speedup_vs_raw32"] == fastest for r in reached):
+        assert result["best"]["encoding"] == "double"        # ties go to double sampling
+    assert result["goal_met"] == (fastest >= 8.0)
 
 
 def test_two_sample_context_row(result):
