@@ -1,18 +1,20 @@
-"""Thin board tops that put the engine on an ECP5 board for synthesis measurements.
+"""Thin board tops: the engine and its host-link bridge on an ECP5 board.
 
-Only this module calls ``platform.request``; the engine (``hw/top.py``) stays platform-free.
+Only this module calls ``platform.request``; the engine (``hw/top.py``) and the bridge
+(``hw/hostlink.py``) stay platform-free.
 
 A board top is: board clock -> ECP5 PLL (``EHXPLLL``, dividers from :func:`pll_dividers`)
 -> the engine's ``sync`` domain, held in reset while a button is pressed or the PLL is not
-locked; LEDs show the core's ``busy``, ``done`` and ``error`` (any error flag).
+locked; :class:`~zipsgd.hw.hostlink.LinkedEngine` (the bridge driving the engine's AXI4-Lite
+and AXI4-Stream ports) with its UART on the board's serial pins (``docs/HOSTLINK.md``); LEDs
+show the core's ``busy``, ``done`` and ``error`` (any error flag) and the link's activity.
 
-The engine's bus ports are not wired to pins (there are not enough, and no host link exists
-yet).  So that synthesis keeps all of the engine and the numbers are honest, every engine
-input is driven by a register of a long shift chain fed by a 32-bit LFSR (nothing is
-constant), and every engine output is registered and XOR-reduced to one LED (nothing is
-unobserved).  The harness costs about one flip-flop per engine port bit plus an XOR tree.
+Serial pins: the ULX3S and the ECPIX-5 have a USB serial bridge (FTDI) on the ``uart``
+resource; the OrangeCrab has none (its USB port goes to the FPGA), so its top adds a ``uart``
+resource on the Feather header pins 0 (RX, FPGA input) and 1 (TX), for a 3.3 V USB serial
+adapter.
 
-``ooc=True`` leaves out the PLL: the engine runs straight from the board clock pin, whose
+``ooc=True`` leaves out the PLL: the design runs straight from the board clock pin, whose
 constraint is raised to the requested frequency, which measures the engine alone.
 """
 
@@ -20,14 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, ClockDomain, Instance, Module, ResetSignal, Signal
+from amaranth.build import Attrs, Pins, Resource, Subsignal
+from amaranth.hdl import ClockDomain, Instance, Module, ResetSignal, Signal
 from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
-from amaranth.lib.wiring import In
 
 from ..errors import ConfigError
 from ..spec.engine import EngineParams
-from .top import ZipsgdEngine
+from .hostlink import LinkedEngine, LinkParams
 
 __all__ = ["BOARDS", "Board", "PllConfig", "pll_dividers", "board_platform", "EngineBoardTop"]
 
@@ -44,6 +46,7 @@ class Board:
     platform_path: str  # "module:Class" in amaranth_boards
     reset: tuple[str, int]  # an active-high (after inversion) button
     leds: str  # "led" (numbered single LEDs) or "rgb_led" (r, g, b of RGB LED 0)
+    uart: Resource | None = None  # added to the platform when it defines no "uart"
 
 
 BOARDS = {
@@ -51,7 +54,10 @@ BOARDS = {
                        ("button_fire", 0), "led"),
     "orangecrab-85f": Board("orangecrab-85f",
                             "amaranth_boards.orangecrab_r0_2:OrangeCrabR0_2_85FPlatform",
-                            ("button", 0), "rgb_led"),
+                            ("button", 0), "rgb_led",
+                            Resource("uart", 0, Subsignal("rx", Pins("0", dir="i", conn=("io", 0))),
+                                     Subsignal("tx", Pins("1", dir="o", conn=("io", 0))),
+                                     Attrs(IO_TYPE="LVCMOS33"))),
     "ecpix5-85": Board("ecpix5-85", "amaranth_boards.ecpix5:ECPIX585Platform",
                        ("rst", 0), "rgb_led"),
 }
@@ -120,40 +126,6 @@ def pll_dividers(f_in_mhz: float, f_out_mhz: float) -> PllConfig:
     return best[1]
 
 
-class _Lfsr(wiring.Component):
-    """A free-running 32-bit Galois LFSR (taps 32, 22, 2, 1) feeding a shift chain."""
-
-    def __init__(self, width: int):
-        self._width = width
-        super().__init__({"bits": wiring.Out(width)})
-
-    def elaborate(self, platform):
-        m = Module()
-        state = Signal(32, init=1)
-        feedback = state[0]
-        m.d.sync += state.eq((state >> 1) ^ (feedback * 0x80200003))
-        chain = Signal(self._width)
-        m.d.sync += chain.eq((chain << 1) | feedback)
-        m.d.comb += self.bits.eq(chain)
-        return m
-
-
-class _ObservedEngine(ZipsgdEngine):
-    """:class:`ZipsgdEngine` plus the core's busy/done/any-error as plain signals for LEDs
-    (the engine's bus ports do not carry them); the engine itself is unchanged."""
-
-    def __init__(self, params: EngineParams):
-        super().__init__(params)
-        self.busy, self.done, self.error = Signal(), Signal(), Signal()
-
-    def elaborate(self, platform):
-        m = super().elaborate(platform)
-        core = m.submodules.core
-        m.d.comb += [self.busy.eq(core.busy), self.done.eq(core.done),
-                     self.error.eq(core.error_flags.any())]
-        return m
-
-
 class EngineBoardTop(wiring.Component):
     """The engine on a board (see the module docstring).
 
@@ -166,6 +138,8 @@ class EngineBoardTop(wiring.Component):
         Target engine clock.
     ooc : bool
         No PLL: clock the engine from the board clock pin constrained to ``freq_mhz``.
+    baud : int
+        The host link's baud rate (the bridge's divisor is ``freq_mhz / baud``).
 
     Members
     -------
@@ -173,7 +147,7 @@ class EngineBoardTop(wiring.Component):
     """
 
     def __init__(self, params: EngineParams, *, board: str = "ulx3s-85f",
-                 freq_mhz: float = 100.0, ooc: bool = False):
+                 freq_mhz: float = 100.0, ooc: bool = False, baud: int = 115200):
         if not isinstance(params, EngineParams):
             raise TypeError(f"params must be EngineParams, found {params!r}")
         if board not in BOARDS:
@@ -181,6 +155,7 @@ class EngineBoardTop(wiring.Component):
         if not 1.0 <= float(freq_mhz) <= 400.0:
             raise ConfigError(f"freq_mhz must be in 1..400, found {freq_mhz!r}")
         self._params, self._board, self._freq, self._ooc = params, board, float(freq_mhz), ooc
+        self._link = LinkParams.for_board(self._freq, baud)
         super().__init__({})
 
     @property
@@ -227,35 +202,24 @@ class EngineBoardTop(wiring.Component):
             platform.add_clock_constraint(cd_sync.clk, pll.f_out_mhz * 1e6)
         m.submodules.rst_sync = ResetSynchronizer(button.i | ~locked, domain="sync")
 
-        m.submodules.engine = engine = _ObservedEngine(self._params)
+        m.submodules.engine = engine = LinkedEngine(self._params, self._link)
+        defined = {r.name for r in platform.resources.values()}
+        if board.uart is not None and "uart" not in defined:
+            platform.add_resources([board.uart])
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
+        m.submodules.uart_tx = tx = io.Buffer("o", uart.tx)
+        m.d.comb += [engine.uart_rx.eq(rx.i), tx.o.eq(engine.uart_tx)]
 
-        inputs = [getattr(engine, n) for n, mb in engine.signature.members.items()
-                  if mb.flow == In]
-        outputs = [getattr(engine, n) for n, mb in engine.signature.members.items()
-                   if mb.flow != In]
-        width = sum(len(s) for s in inputs)
-        m.submodules.stimulus = stim = _Lfsr(width)
-        offset = 0
-        for sig in inputs:
-            m.d.comb += sig.eq(stim.bits[offset:offset + len(sig)])
-            offset += len(sig)
-        observed = Signal(sum(len(s) for s in outputs))
-        m.d.sync += observed.eq(Cat(*outputs))
-        level = list(observed)  # pipelined XOR tree: four bits per LUT, a register per level
-        while len(level) > 1:
-            regs = [Signal(name=f"xor{len(level)}_{k}") for k in range(-(-len(level) // 4))]
-            m.d.sync += [r.eq(Cat(*level[4 * k:4 * k + 4]).xor()) for k, r in enumerate(regs)]
-            level = regs
-        parity = level[0]
-
-        busy, done, error = Signal(), Signal(), Signal()
-        m.d.sync += [busy.eq(engine.busy), done.eq(engine.done), error.eq(engine.error)]
-        leds = [busy, done, error, parity, ~ResetSignal("sync")]
+        busy, done, error, activity = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += [busy.eq(engine.busy), done.eq(engine.done), error.eq(engine.error),
+                     activity.eq(engine.link_busy)]
+        leds = [busy, done, error, activity, ~ResetSignal("sync")]
         if board.leds == "led":
             ports = [platform.request("led", k, dir="-") for k in range(len(leds))]
         else:
             rgb = platform.request("rgb_led", 0, dir="-")
-            ports, leds = [rgb.r, rgb.g, rgb.b], [error, done, busy ^ parity]
+            ports, leds = [rgb.r, rgb.g, rgb.b], [error, done, busy | activity]
         for k, (port, sig) in enumerate(zip(ports, leds, strict=True)):
             m.submodules[f"led_buf{k}"] = buf = io.Buffer("o", port)
             m.d.comb += buf.o.eq(sig)

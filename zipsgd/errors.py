@@ -4,7 +4,8 @@ Every error that bad *input* can cause is one of these, so callers (the CLI abov
 bad input (exit status 2, a one-line message) from a bug (a traceback).
 """
 
-__all__ = ["ZipsgdError", "DatasetError", "StreamFormatError", "ConfigError", "OutputExistsError"]
+__all__ = ["ZipsgdError", "DatasetError", "StreamFormatError", "ConfigError", "OutputExistsError",
+           "LinkError"]
 
 
 class ZipsgdError(Exception):
@@ -27,3 +28,9 @@ class ConfigError(ZipsgdError):
 
 class OutputExistsError(ZipsgdError):
     """An output file exists and ``force`` was not given."""
+
+
+class LinkError(ZipsgdError):
+    """The host link to a board failed: the serial port cannot be opened, no reply or a
+    corrupted reply within the timeout, an error reply from the bridge (``docs/HOSTLINK.md``),
+    or a board that does not answer as an engine."""

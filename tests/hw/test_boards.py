@@ -6,6 +6,8 @@ files; no tool runs).  The real Yosys/nextpnr/ecppack build is ``slow``.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from zipsgd.cli import main
@@ -15,6 +17,8 @@ from zipsgd.hw.boards import BOARDS, EngineBoardTop, board_platform, pll_divider
 from zipsgd.spec.engine import EngineParams
 
 SMALL = EngineParams(bus_width=64, max_features=64, max_batch=4)
+UART_PINS = {"ulx3s-85f": ("M1", "L4"), "orangecrab-85f": ("N17", "M18"),
+             "ecpix5-85": ("R26", "R24")}
 
 REPORT = {  # the shape of nextpnr-ecp5's --report output
     "fmax": {"$glbnet$clk": {"achieved": 87.5, "constraint": 100.0},
@@ -64,6 +68,9 @@ def test_board_top_prepares(board, ooc):
     assert "--report report.json" in script
     il = plan.files["top.il"]
     assert ("EHXPLLL" in il) != ooc
+    rx, tx = UART_PINS[board]  # the host link's serial pins
+    assert re.search(rf'LOCATE COMP "uart_0__rx__io" SITE "{rx}"', lpf), lpf
+    assert re.search(rf'LOCATE COMP "uart_0__tx__io" SITE "{tx}"', lpf), lpf
 
 
 def test_summarize_and_table():
