@@ -228,3 +228,16 @@ def test_performance_study_files(tmp_path, capsys):
         run_performance_study([SOURCE], ["harp-v1"], bits=(4,), epochs=2, out=tmp_path)
     with pytest.raises(ConfigError, match="platform"):
         run_performance_study([SOURCE], ["nope"], out=tmp_path / "new")
+
+
+def test_cli_libsvm_file(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    features = rng.uniform(-2, 2, (120, 5))
+    labels = features @ np.array([1.0, -0.5, 0.25, 0.0, 2.0]) + rng.normal(0, 0.1, 120)
+    path = tmp_path / "small.libsvm"
+    path.write_text("".join(f"{y:.6f} " + " ".join(f"{j + 1}:{v:.6f}" for j, v in enumerate(x))
+                            + "\n" for y, x in zip(labels, features, strict=True)))
+    assert main(["perf", str(path), "--target", "--epochs", "3", "--bits", "6",
+                 "--cpu-repeats", "1", "--platform", "harp-v1"]) == 0
+    text = capsys.readouterr().out
+    assert "120 samples x 5 features on harp-v1" in text and "CPU NumPy float64" in text
