@@ -14,6 +14,7 @@ Run with ``make bench`` or ``python -m benchmarks host``.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -33,14 +34,21 @@ CASES = [  # (encoding, bits, bus width)
 GOAL_MB_S = 100.0
 
 
-def best_of(runs: int, action) -> float:
-    """The shortest wall time of ``runs`` calls of ``action``."""
+def best_of(runs: int, action, clock=time.perf_counter) -> float:
+    """The shortest time of ``runs`` calls of ``action`` on ``clock``."""
     best = float("inf")
     for _ in range(runs):
-        started = time.perf_counter()
+        started = clock()
         action()
-        best = min(best, time.perf_counter() - started)
+        best = min(best, clock() - started)
     return best
+
+
+def _rates(megabytes: float, action) -> tuple[float, float]:
+    """MB/s over wall time and over this process's CPU time (the per-core figure: the work is
+    single-threaded, and CPU time does not count the time other processes hold the core)."""
+    return (megabytes / best_of(3, action),
+            megabytes / best_of(3, action, time.process_time))
 
 
 def main() -> None:
@@ -50,25 +58,26 @@ def main() -> None:
     megabytes = SAMPLES * (FEATURES + 1) * 4 / 1e6
     print(f"machine: {machine_description()}")
     print(f"host quantize+pack: {SAMPLES} samples x {FEATURES} features = {megabytes:.2f} MB of "
-          "float32 input, best of 3, one process (python -m benchmarks host)")
-    print(f"{'path':>9} {'layout':>14} {'MB/s':>8}")
+          "float32 input, best of 3 (wall and CPU time), one process (python -m benchmarks host)")
+    print(f"{'path':>9} {'layout':>14} {'MB/s wall':>9} {'MB/s CPU':>9}")
     figures = {}
     for encoding, bits, bus_width in CASES:
         layout = StreamLayout.make(encoding, bits, bus_width)
-        seconds = best_of(3, lambda lay=layout: quantize_epoch(labels, features, lay, 1, 0))
-        figures[str(layout)] = megabytes / seconds
-        print(f"{'in memory':>9} {str(layout):>14} {megabytes / seconds:>8.1f}")
+        wall, cpu = _rates(megabytes,
+                           lambda lay=layout: quantize_epoch(labels, features, lay, 1, 0))
+        figures[str(layout)] = cpu
+        print(f"{'in memory':>9} {str(layout):>14} {wall:>9.1f} {cpu:>9.1f}")
     source = ArraySource(labels, features, "uniform")
     layout = StreamLayout.make("double", 4, 64)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "bench.zsgd"
-        seconds = best_of(3, lambda: pack_source(source, path, layout, force=True,
-                                                 progress=False))
-    print(f"{'to file':>9} {str(layout):>14} {megabytes / seconds:>8.1f}")
+        wall, cpu = _rates(megabytes, lambda: pack_source(source, path, layout, force=True,
+                                                          progress=False))
+    print(f"{'to file':>9} {str(layout):>14} {wall:>9.1f} {cpu:>9.1f}")
     headline = figures["double4/W64"]
-    print(f"goal >= {GOAL_MB_S:g} MB/s per core (double b=4, in memory): {headline:.1f} MB/s, "
-          f"{'met' if headline >= GOAL_MB_S else 'not met'}")
-
+    print(f"goal >= {GOAL_MB_S:g} MB/s per core (double b=4, in memory, CPU time): "
+          f"{headline:.1f} MB/s, {'met' if headline >= GOAL_MB_S else 'not met'}; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 if __name__ == "__main__":
     main()
