@@ -1,0 +1,76 @@
+"""Host side of the simulated board (``zipsgd train --backend board-sim``).
+
+:func:`simulated_board` builds :class:`~zipsgd.hw.hostlink.LinkedEngine` (the board top minus
+PLL and pins) with Verilator (cached by the hash of its Verilog, like every simulation build),
+runs :mod:`zipsgd.sim.board_pump` in a background thread and yields the path of the
+pseudo-terminal that stands for the board's serial port; the host driver opens it with
+pyserial exactly as it opens ``/dev/ttyUSB0``.  Leaving the ``with`` block stops the
+simulation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..hw.hostlink import SIM_LINK, LinkedEngine, LinkParams
+from ..spec.engine import EngineParams
+from .runner import SimulationFailed, build, run
+
+__all__ = ["simulated_board", "build_board"]
+
+
+def build_board(params: EngineParams, link_params: LinkParams = SIM_LINK, build_root=None):
+    """Verilate the simulated board for ``params`` (cached); the runner's BuildResult."""
+    # ASCRANGE: Amaranth writes a zero-width signal (e.g. a slice index when a beat is one
+    # slice) as ``wire [-1:0]``, which nothing reads.
+    return build(LinkedEngine(params, link_params), LinkedEngine.TOP_NAME, build_root=build_root,
+                 extra_build_args=("-Wno-ASCRANGE",))
+
+
+@contextlib.contextmanager
+def simulated_board(params: EngineParams, link_params: LinkParams = SIM_LINK, build_root=None,
+                    start_timeout: float = 120.0, sim_timeout: float = 1800.0) -> Iterator[str]:
+    """Run the simulated board; yields its serial device path.
+
+    Raises
+    ------
+    zipsgd.sim.runner.SimulationFailed
+        The build fails, the simulation does not come up or it fails.
+    """
+    built = build_board(params, link_params, build_root)
+    with tempfile.TemporaryDirectory(prefix="zipsgd-board-") as folder:
+        ready, stop = Path(folder) / "pty", Path(folder) / "stop"
+        failure: list[BaseException] = []
+
+        def simulate():
+            try:
+                run(built, "zipsgd.sim.board_pump", testcase="board_pump",
+                    test_params={"ready": str(ready), "stop": str(stop),
+                                 "divisor": link_params.divisor}, timeout_s=sim_timeout)
+            except BaseException as error:
+                failure.append(error)
+
+        worker = threading.Thread(target=simulate, daemon=True)
+        worker.start()
+        deadline = time.monotonic() + start_timeout
+        while not ready.exists():
+            if not worker.is_alive():
+                raise failure[0] if failure else SimulationFailed("the board simulation ended "
+                                                                  "before it opened its port")
+            if time.monotonic() > deadline:
+                stop.touch()
+                raise SimulationFailed(f"the board simulation did not open its port within "
+                                       f"{start_timeout:g} s")
+            time.sleep(0.02)
+        try:
+            yield ready.read_text()
+        finally:
+            stop.touch()
+            worker.join()
+        if failure:
+            raise failure[0]
