@@ -1,0 +1,363 @@
+"""The hardware narrowing steps (``zipsgd.hw.arith``) against ``zipsgd.spec.fixed``, the
+functions the golden model uses, by enumeration in Amaranth's Python simulator.
+
+Each block is built with many lanes side by side (every lane its own value and random word,
+the shift and the rounding mode shared, as in the engine), and every case is compared with
+exact equality.  What is enumerated:
+
+* ``Rounder`` on 8-bit words, shift 0..7 (a run-time shift and every constant shift): every
+  value in every mode.  Stochastic rounding reads ``RAND_BITS`` = 16 random bits, a build
+  constant of the engine that cannot be narrowed for the test, so instead of all 2**16 words
+  the random inputs are stratified: with the run-time shift, every value of the ``s`` bits the
+  spec uses (all offsets ``0..2**s-1``), each with the unused low bits all zero, all one,
+  alternating and random, plus the 16 one-hot words; with a constant shift, the words on both
+  sides of each value's rounding threshold, 0, all ones and a random word.
+* ``Rounder`` on 20-bit words with a run-time shift 0..19, which crosses ``RAND_BITS`` (the
+  ``u << (s - 16)`` alignment): every dropped-bit pattern for ``s <= 8`` and a stratified set
+  beyond (0, 1, the half-way ties and their neighbours, all ones, the boundaries of the top 16
+  dropped bits, random), each under the word's extreme high parts (+max, min, 0, -1, random).
+* ``Rounder`` at the engine's own sizes (update: 52-bit accumulator, shift up to 40; residual:
+  89-bit product, shift up to 64; decay: constant shift 24, 57-bit product): a third (half for
+  the decay) of the same stratified values, at the shifts listed in the test.
+* ``saturate`` (every build-time width 1..10 on every 10-bit value, and width 32 at its corners)
+  and ``saturate_runtime`` with ``format_top`` (every run-time width 1..8 on every 10-bit value,
+  every width 2..32 of the engine's 32-bit formats at +-max, min and their neighbours).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+import pytest
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.sim import Simulator
+
+from zipsgd.hw.arith import Rounder, format_top, saturate, saturate_runtime, shift_left_bounded
+from zipsgd.spec import fixed
+from zipsgd.spec.fixed import RAND_BITS, RoundingMode, shift_right
+
+MODES = list(RoundingMode)
+#: Lanes per simulated block: the simulator's compile time grows with the lanes and its time per
+#: evaluation with their total width; 32 balances the two for these sizes.
+LANES = 32
+RAND_MASK = (1 << RAND_BITS) - 1
+
+
+def to_signed(word: int, width: int) -> int:
+    return word - (1 << width) if word >> (width - 1) & 1 else word
+
+
+def pack(values: Sequence[int], width: int) -> int:
+    """Lane values (two's complement, ``width`` bits each) as one wide integer, lane 0 low."""
+    mask = (1 << width) - 1
+    word = 0
+    for i, v in enumerate(values):
+        word |= (v & mask) << (width * i)
+    return word
+
+
+def unpack(word: int, width: int, count: int) -> list[int]:
+    mask = (1 << width) - 1
+    return [to_signed((word >> (width * i)) & mask, width) for i in range(count)]
+
+
+def fit(value, width: int):
+    """``value`` extended (by its signedness) or cut to ``width`` bits, as an expression: a
+    spec value outside ``width`` bits then shows up as a mismatch.  (Expressions, not
+    intermediate signals: the simulator re-runs a module's whole combinational process for
+    every signal it drives that changes, which would make the lanes cost quadratic time.)"""
+    if len(value) >= width:
+        return value[:width]
+    pad = value[-1] if value.shape().signed else Const(0, 1)
+    return Cat(value, pad.replicate(width - len(value)))
+
+
+class LaneBench:
+    """A combinational block replicated over :data:`LANES` lanes, driven from the simulator.
+
+    ``build(m, inputs) -> outputs`` is called once per lane with that lane's input values
+    (signed, of the given widths) and returns its outputs (signed values of the given
+    widths).  Shared controls (``controls``: name -> width) are plain signals.  :meth:`run`
+    feeds cases (tuples of lane inputs) under each control setting and returns the outputs.
+    """
+
+    def __init__(self, build: Callable, in_widths: Sequence[int], out_widths: Sequence[int],
+                 controls: dict[str, int] | None = None, lanes: int | None = None):
+        self.lanes = lanes or LANES
+        self.in_widths, self.out_widths = list(in_widths), list(out_widths)
+        self.m = m = Module()
+        self.controls = {name: Signal(width, name=name) for name, width in
+                         (controls or {}).items()}
+        self.ins = [Signal(w * self.lanes, name=f"in{k}") for k, w in enumerate(in_widths)]
+        self.outs = [Signal(w * self.lanes, name=f"out{k}") for k, w in enumerate(out_widths)]
+        lane_outputs = []
+        for lane in range(self.lanes):
+            args = [sig[w * lane:w * (lane + 1)].as_signed()
+                    for sig, w in zip(self.ins, in_widths, strict=True)]
+            lane_outputs.append(build(m, self.controls, *args))
+        for k, (sig, width) in enumerate(zip(self.outs, out_widths, strict=True)):
+            m.d.comb += sig.eq(Cat(*(fit(o[k], width) for o in lane_outputs)))
+
+    def run(self, jobs: Sequence[tuple[dict[str, int], Sequence[tuple[int, ...]]]]
+            ) -> list[list[tuple[int, ...]]]:
+        """``jobs``: (control values, cases); returns the outputs of every case of every job."""
+        results: list[list[tuple[int, ...]]] = []
+
+        async def testbench(ctx):
+            for controls, cases in jobs:
+                for name, value in controls.items():
+                    ctx.set(self.controls[name], value)
+                got = []
+                for start in range(0, len(cases), self.lanes):
+                    chunk = list(cases[start:start + self.lanes])
+                    chunk += [chunk[-1]] * (self.lanes - len(chunk))
+                    for k, (sig, width) in enumerate(zip(self.ins, self.in_widths, strict=True)):
+                        ctx.set(sig, pack([case[k] for case in chunk], width))
+                    outs = [unpack(ctx.get(sig), width, self.lanes)
+                            for sig, width in zip(self.outs, self.out_widths, strict=True)]
+                    got.extend(zip(*outs, strict=True))
+                results.append(got[:len(cases)])
+
+        sim = Simulator(self.m)
+        sim.add_testbench(testbench)
+        sim.run()
+        return results
+
+
+# -- case generators -------------------------------------------------------------------------
+
+def stratified_rands(shift: int, rng: random.Random) -> list[int]:
+    """Random words covering every offset the spec derives from them for ``shift``: for
+    ``s <= 16`` each value of the top ``s`` bits with the low ``16 - s`` bits all zero, all
+    one, alternating and random; for ``s > 16`` (every word is its own offset) the one-hot
+    words, their complements, 0, all ones and random words.  Plus the one-hot words always."""
+    one_hot = [1 << k for k in range(RAND_BITS)]
+    if 0 < shift <= RAND_BITS:
+        low = RAND_BITS - shift
+        fills = {0, (1 << low) - 1, 0x5555 & ((1 << low) - 1)}
+        words = [(top << low) | fill for top in range(1 << shift) for fill in fills]
+        words += [(top << low) | rng.getrandbits(low) for top in range(1 << shift)]
+    else:
+        words = [0, RAND_MASK] + [RAND_MASK ^ w for w in one_hot]
+        words += [rng.getrandbits(RAND_BITS) for _ in range(64)]
+    return sorted(set(words + one_hot))
+
+
+def dropped_patterns(shift: int, rng: random.Random, full_up_to: int = 8) -> list[int]:
+    """Every dropped-bit pattern for small shifts; for larger ones the corners: 0, 1, ties and
+    their neighbours, all ones, the boundaries of the top 16 dropped bits, and random ones."""
+    if shift <= full_up_to:
+        return list(range(1 << shift))
+    top = 1 << shift
+    half = top >> 1
+    patterns = {0, 1, 2, half - 1, half, half + 1, top - 2, top - 1}
+    if shift > RAND_BITS:
+        unit = 1 << (shift - RAND_BITS)  # the weight of the lowest random bit
+        patterns |= {unit - 1, unit, unit + 1, top - unit - 1, top - unit, top - unit + 1}
+    patterns |= {rng.randrange(top) for _ in range(48)}
+    return sorted(patterns)
+
+
+def values_for_shift(width: int, shift: int, rng: random.Random) -> list[int]:
+    """``width``-bit words with every listed dropped pattern under the extreme high parts."""
+    lo, hi = fixed.signed_range(width)
+    if shift >= width:  # the dropped part is the whole word
+        return sorted({lo, lo + 1, -2, -1, 0, 1, hi - 1, hi} |
+                      {rng.randrange(lo, hi + 1) for _ in range(64)})
+    high_lo, high_hi = lo >> shift, hi >> shift
+    highs = {high_lo, high_lo + 1, -1, 0, 1, high_hi - 1, high_hi, rng.randrange(high_lo, high_hi)}
+    highs = {h for h in highs if high_lo <= h <= high_hi}
+    return sorted({(h << shift) | d for h in highs for d in dropped_patterns(shift, rng)})
+
+
+def boundary_rands(shift: int, value: int, rng: random.Random) -> list[int]:
+    """Random words on both sides of where ``value`` starts rounding up at ``shift`` (the
+    smallest offset with ``dropped + offset >= 2**s``), plus 0, all ones and a random word;
+    the bits below the offset's are filled at random."""
+    if shift == 0:
+        return [0, RAND_MASK, rng.getrandbits(RAND_BITS)]
+    dropped = value % (1 << shift)
+    if shift <= RAND_BITS:
+        low = RAND_BITS - shift
+        threshold = (1 << shift) - dropped  # in offsets, each offset o is u >> low
+        tops = {threshold - 1, threshold, threshold + 1, 0, (1 << shift) - 1}
+        return sorted({(t << low) | rng.getrandbits(low) for t in tops if 0 <= t < 1 << shift}
+                      | {0, RAND_MASK, rng.getrandbits(RAND_BITS)})
+    unit = 1 << (shift - RAND_BITS)  # offset = u * unit: up iff u >= ceil((2**s - d) / unit)
+    threshold = -(-((1 << shift) - dropped) // unit)
+    return sorted({u for u in (threshold - 1, threshold, threshold + 1) if 0 <= u <= RAND_MASK}
+                  | {0, RAND_MASK, rng.getrandbits(RAND_BITS)})
+
+
+def rounder_cases(width: int, shift: int, mode: RoundingMode, values: Sequence[int],
+                  rng: random.Random, every_offset: bool) -> list[tuple[int, int]]:
+    """(value, random word) cases; stochastic mode pairs each value with every stratified word
+    (``every_offset``) or with the words around its rounding threshold."""
+    if mode is not RoundingMode.STOCHASTIC:
+        return [(v, rng.getrandbits(RAND_BITS)) for v in values]  # rand must not matter
+    if every_offset:
+        rands = stratified_rands(shift, rng)
+        return [(v, u) for v in values for u in rands]
+    return [(v, u) for v in values for u in boundary_rands(shift, v, rng)]
+
+
+def expected_rounding(cases, shift: int, mode: RoundingMode) -> list[tuple[int]]:
+    return [(shift_right(v, shift, mode, u),) for v, u in cases]
+
+
+# -- Rounder ---------------------------------------------------------------------------------
+
+def rounder_bench(width: int, max_shift: int, shift: int | None = None) -> LaneBench:
+    """Lanes of one Rounder: a run-time shift (control ``shift``) or the constant ``shift``."""
+    shift_bits = max(1, max_shift.bit_length())
+    holder: dict[str, Rounder] = {}
+
+    def build(m, controls, value, rand):
+        if "r" not in holder:
+            source = controls["shift"] if shift is None else shift
+            holder["r"] = Rounder(m, source, controls["mode"], max_shift, "r")
+        return (holder["r"].apply(value, rand[:RAND_BITS].as_unsigned()),)
+
+    controls = {"mode": 2} | ({"shift": shift_bits} if shift is None else {})
+    return LaneBench(build, [width, RAND_BITS + 1], [width + 1], controls)
+
+
+def check_rounder(bench: LaneBench, width: int, shifts: Sequence[int], case_values,
+                  runtime_shift: bool, seed: int, every_offset: bool = False) -> int:
+    rng = random.Random(seed)
+    jobs, expected = [], []
+    for shift in shifts:
+        for mode in MODES:
+            cases = rounder_cases(width, shift, mode, case_values(shift, rng), rng, every_offset)
+            controls = {"mode": int(mode)} | ({"shift": shift} if runtime_shift else {})
+            jobs.append((controls, cases))
+            expected.append((shift, mode, cases, expected_rounding(cases, shift, mode)))
+    results = bench.run(jobs)
+    checked = 0
+    for (shift, mode, cases, want), got in zip(expected, results, strict=True):
+        bad = [(c, g, w) for c, g, w in zip(cases, got, want, strict=True) if g != w]
+        assert not bad, f"shift {shift}, {mode.name}: (value, rand), hw, spec: {bad[:5]}"
+        checked += len(cases)
+    return checked
+
+
+ALL_WORD8 = list(range(-128, 128))
+
+
+def test_rounder_runtime_shift_every_8bit_value():
+    """Every 8-bit value, every shift 0..7 (run-time), every mode; stratified random words."""
+    bench = rounder_bench(8, 7)
+    check_rounder(bench, 8, range(8), lambda s, rng: ALL_WORD8, True, seed=8, every_offset=True)
+
+
+@pytest.mark.parametrize("shift", range(8))
+def test_rounder_constant_shift_every_8bit_value(shift):
+    """The constant-shift build (the decay rounder's kind) for each shift 0..7."""
+    bench = rounder_bench(8, 7, shift=shift)
+    check_rounder(bench, 8, [shift], lambda s, rng: ALL_WORD8, False, seed=100 + shift)
+
+
+def test_rounder_runtime_shift_across_rand_bits():
+    """20-bit words, run-time shift 0..19: stochastic alignment on both sides of 16 bits."""
+    bench = rounder_bench(20, 19)
+    check_rounder(bench, 20, range(20), lambda s, rng: values_for_shift(20, s, rng), True,
+                  seed=20)
+
+
+@pytest.mark.parametrize("width, max_shift, shifts", [
+    (52, 40, [0, 1, 2, 8, 15, 16, 17, 23, 24, 31, 32, 39, 40]),
+    (89, 64, [0, 1, 16, 17, 30, 47, 48, 63, 64]),
+], ids=["update-52b-s40", "residual-89b-s64"])
+def test_rounder_engine_sizes(width, max_shift, shifts):
+    """The engine's update and residual rounders at their own widths (stratified values)."""
+    bench = rounder_bench(width, max_shift)
+    check_rounder(bench, width, shifts,
+                  lambda s, rng: values_for_shift(width, s, rng)[::3], True, seed=width)
+
+
+def test_rounder_engine_decay_constant_shift():
+    """The decay rounder: constant shift DECAY_FRAC = 24 (``eta * x1``, 57 bits)."""
+    from zipsgd.spec.engine import DECAY_FRAC
+
+    bench = rounder_bench(57, DECAY_FRAC, shift=DECAY_FRAC)
+    check_rounder(bench, 57, [DECAY_FRAC],
+                  lambda s, rng: values_for_shift(57, s, rng)[::2], False, seed=57)
+
+
+# -- saturation ------------------------------------------------------------------------------
+
+ALL_WORD10 = [(v,) for v in range(-512, 512)]
+
+
+def spec_saturate(cases, width: int) -> list[tuple[int, int]]:
+    return [(c, int(s)) for c, s in (fixed.saturate(v, width) for (v,) in cases)]
+
+
+@pytest.mark.parametrize("width", range(1, 11))
+def test_saturate_every_10bit_value(width):
+    bench = LaneBench(lambda m, c, v: saturate(v, width), [10], [width, 2])
+    (got,) = bench.run([({}, ALL_WORD10)])
+    assert got == spec_saturate(ALL_WORD10, width)
+
+
+def corner_values(width: int, value_width: int, rng: random.Random) -> list[tuple[int]]:
+    """+-max, min and their neighbours for a ``width``-bit format, the value word's own
+    extremes, and random values of every magnitude."""
+    lo, hi = fixed.signed_range(width)
+    vlo, vhi = fixed.signed_range(value_width)
+    values = {lo - 2, lo - 1, lo, lo + 1, -hi, hi - 1, hi, hi + 1, hi + 2, -1, 0, 1,
+              vlo, vlo + 1, vhi - 1, vhi}
+    values |= {rng.randrange(-(1 << b), 1 << b) for b in range(1, value_width) for _ in range(2)}
+    return [(v,) for v in sorted(v for v in values if vlo <= v <= vhi)]
+
+
+def test_saturate_engine_loss_width():
+    """Width 32 (the narrowed loss residual) from a 58-bit residual, at its corners."""
+    cases = corner_values(32, 58, random.Random(32))
+    bench = LaneBench(lambda m, c, v: saturate(v, 32), [58], [32, 2])
+    (got,) = bench.run([({}, cases)])
+    assert got == spec_saturate(cases, 32)
+
+
+def runtime_saturate_bench(value_width: int, max_width: int) -> LaneBench:
+    holder = {}
+
+    def build(m, controls, value):
+        if "top" not in holder:
+            holder["top"] = format_top(m, controls["width"], max_width, "top")
+        return saturate_runtime(value, holder["top"], max_width)
+
+    return LaneBench(build, [value_width], [max_width, 2], {"width": 6})
+
+
+def test_saturate_runtime_every_10bit_value():
+    """Every run-time width 1..8 of an 8-bit format, every 10-bit value."""
+    bench = runtime_saturate_bench(10, 8)
+    results = bench.run([({"width": w}, ALL_WORD10) for w in range(1, 9)])
+    for width, got in zip(range(1, 9), results, strict=True):
+        assert got == spec_saturate(ALL_WORD10, width), width
+
+
+def test_saturate_runtime_engine_formats():
+    """The engine's model and gradient formats: every width 2..32 (6-bit register) from a
+    41-bit value, at each width's +-max, min and neighbours."""
+    bench = runtime_saturate_bench(41, 32)
+    rng = random.Random(41)
+    jobs = [({"width": w}, corner_values(w, 41, rng)) for w in range(2, 33)]
+    for (controls, cases), got in zip(jobs, bench.run(jobs), strict=True):
+        assert got == spec_saturate(cases, controls["width"]), controls
+
+
+def test_format_top_and_bounded_shift():
+    """``format_top`` is 2**(width-1) for every width; ``shift_left_bounded`` is
+    ``(value << amount) mod 2**width`` for every 6-bit value and 4-bit amount."""
+    tops = LaneBench(lambda m, c, v: (format_top(m, c["width"], 32, "t"),), [1], [34],
+                     {"width": 6}, lanes=1)
+    results = tops.run([({"width": w}, [(0,)]) for w in range(1, 33)])
+    assert [r[0][0] for r in results] == [1 << (w - 1) for w in range(1, 33)]
+    shifts = LaneBench(lambda m, c, v, a: (shift_left_bounded(v, a.as_unsigned(), 12),),
+                       [6, 5], [13])
+    cases = [(v, a) for v in range(-32, 32) for a in range(16)]
+    (got,) = shifts.run([({}, cases)])
+    assert [g[0] & 0xFFF for g in got] == [((v & 63) << a) & 0xFFF for v, a in cases]
