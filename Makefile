@@ -5,6 +5,10 @@
 #   make test       run the test suite in parallel (slow tests excluded; see below)
 #   make test-slow  run only the tests marked `slow`
 #   make bench      run benchmarks/bench_*.py
+#   make soak       10 million beats of random configurations against the golden model
+#                   (log: build/soak/log.jsonl; SOAK_BEATS=, SOAK_SEED= to change)
+#   make coverage   Verilator line/toggle coverage of the engine (build/coverage/)
+#   make formal     prove the formal properties with yowasp-sby; broken variants must fail
 #   make lint       ruff check
 #   make docs       regenerate docs/FORMAT.md from the format definitions
 #   make clean      remove build outputs and caches (keeps .venv); `make distclean` also removes .venv
@@ -26,7 +30,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PIP_NO_INPUT := 1
 
 .DEFAULT_GOAL := test
-.PHONY: venv .venv demo test test-slow bench lint docs clean distclean
+.PHONY: venv .venv demo test test-slow bench formal soak coverage lint docs clean distclean
 
 venv .venv: $(STAMP)
 
@@ -49,6 +53,17 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(VPY) -m benchmarks
+
+SOAK_BEATS ?= 10000000
+SOAK_SEED  ?= 1
+soak: $(STAMP)
+	$(VPY) -m zipsgd.sim.soak --beats $(SOAK_BEATS) --seed $(SOAK_SEED) --summary build/soak/summary.json
+
+coverage: $(STAMP)
+	$(VPY) -m zipsgd.sim.coverage -o build/coverage
+
+formal: $(STAMP)
+	$(VPY) -m zipsgd.hw.formal
 
 docs: $(STAMP)
 	$(VPY) -m zipsgd.host.format_doc > docs/FORMAT.md.tmp && mv docs/FORMAT.md.tmp docs/FORMAT.md

@@ -10,7 +10,9 @@ with an idle pattern, register-level helpers).  The cocotb tests below read thei
     ``EngineParams`` fields of the build.
 ``runs``
     Training runs, each ``{"config": RunConfig fields, "samples", "epochs", "seed", "idle",
-    "model_init", "changes": [per-epoch RunConfig changes or null]}``.
+    "model_init", "changes": [per-epoch RunConfig changes or null]}``; optionally ``"pattern"``
+    (an idle pattern spec of ``sim/stress.py``, instead of ``idle``) and ``"frames"`` (send
+    through cocotbext-axi's source).
 ``errors``
     For ``framing_and_config_errors``: which error cases to exercise.
 
@@ -34,6 +36,7 @@ from zipsgd.golden.engine import GoldenEngine
 from zipsgd.host.quantize import epoch_rng, quantize_fields
 from zipsgd.hw import registers as regs
 from zipsgd.sim.runner import test_params
+from zipsgd.sim.stress import make_pattern
 from zipsgd.spec.engine import EngineParams, RunConfig
 from zipsgd.spec.stream import StreamLayout, pack_fields
 
@@ -195,11 +198,14 @@ class TB:
         await source.wait()
         return 0
 
-    async def run_epoch(self, payload, layout, n_features, idle=None) -> tuple[dict, int, float]:
+    async def run_epoch(self, payload, layout, n_features, idle=None,
+                        frames: bool | None = None) -> tuple[dict, int, float]:
+        """One epoch: start, stream, wait for done; ``frames`` picks cocotbext-axi's source
+        (default: when the bench has one)."""
         beats, lasts = payload_beats(payload, layout, n_features)
         await self.command(start=1)
         started = time.perf_counter()
-        if self.source is not None:
+        if frames if frames is not None else self.source is not None:
             cycles = await self.send_frames(payload, layout, n_features, idle)
         else:
             cycles = await self.stream(beats, lasts, idle)
@@ -246,8 +252,10 @@ async def train_runs(tb: TB, params: EngineParams, runs: list[dict]) -> list[dic
             golden.set_model(init)
         await tb.configure(config, run["samples"], seed=True)
         await tb.write_model(init)
-        idle = IdlePattern(run.get("idle", 0.0), run.get("seed", 0) + 1,
-                           run.get("idle_cycle"))
+        # A stress pattern spec (``sim/stress.py``) or the plain idle probability/cycle.
+        idle = (make_pattern(run["pattern"]) if "pattern" in run else
+                IdlePattern(run.get("idle", 0.0), run.get("seed", 0) + 1, run.get("idle_cycle")))
+        frames = run.get("frames")
         changes = run.get("changes") or []
         for epoch in range(run["epochs"]):
             change = changes[epoch] if epoch < len(changes) else None
@@ -259,7 +267,8 @@ async def train_runs(tb: TB, params: EngineParams, runs: list[dict]) -> list[dic
             payload = pack_fields(quantize_fields(labels, features, layout,
                                                   epoch_rng(run.get("seed", 0), epoch)), layout)
             expected = golden.run_epoch(payload)
-            status, cycles, wall = await tb.run_epoch(payload, layout, config.n_features, idle)
+            status, cycles, wall = await tb.run_epoch(payload, layout, config.n_features,
+                                                     idle, frames)
             words = await tb.read_model(config.n_features)
             check_epoch(expected, golden.model, status, words, f"run {index} epoch {epoch}")
             report.append({"run": index, "epoch": epoch, "layout": str(layout),
@@ -316,8 +325,7 @@ async def framing_and_config_errors(dut):
     params = EngineParams(**p["params"])
     tb = TB(dut, params)
     await tb.reset()
-    lanes = params.lanes
-    config = RunConfig(encoding="double", bits=4, n_features=2 * lanes, batch_size=4,
+    config = RunConfig(encoding="double", bits=4, n_features=params.bus_width, batch_size=4,
                        step=1 << 16, seed=9)
     layout = config.layout(params.bus_width)
     per_sample = layout.beats_per_sample(config.n_features)

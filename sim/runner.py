@@ -260,7 +260,7 @@ def build(
     *,
     build_root: str | os.PathLike[str] | None = None,
     waves: bool | str | None = None,
-    coverage: bool = False,
+    coverage: bool | Sequence[str] = False,
     parameters: Mapping[str, object] | None = None,
     extra_sources: Sequence[str | os.PathLike[str]] = (),
     extra_build_args: Sequence[str] = (),
@@ -272,7 +272,9 @@ def build(
 
     *waves* (False/True/"fst"/"vcd"; None = cocotb's ``$WAVES`` convention)
     adds ``--trace-fst`` or ``--trace``; *coverage* adds ``--coverage``
-    (line + toggle + branch + expr); *parameters* become ``-G`` overrides;
+    (line + toggle + branch + expr), or for a list of kinds such as
+    ``("line", "toggle")`` only ``--coverage-line --coverage-toggle``;
+    *parameters* become ``-G`` overrides;
     *extra_sources* are hand-written Verilog/.vlt files (not covered by the
     waivers).  All of these are part of the cache key.  Returns immediately if the same
     configuration was already built.  Raises :class:`SimulationFailed`.
@@ -290,8 +292,10 @@ def build(
     wave_fmt = _wave_format(waves)
     if wave_fmt == "fst":
         args.append("--trace-fst")  # cocotb adds --trace too; Verilator then does FST only
-    if coverage:
+    if coverage is True:
         args.append("--coverage")
+    elif coverage:
+        args += [f"--coverage-{kind}" for kind in coverage]
     args += list(extra_build_args)
 
     h = hashlib.sha256()
@@ -317,7 +321,7 @@ def build(
     with _flock(root / f"{build_dir.name}.lock"):
         if stamp.is_file() and (build_dir / toplevel).is_file():
             vpath = build_dir / f"{toplevel}{_GENERATED_SUFFIX}"
-            return BuildResult(toplevel, build_dir, key, vpath, wave_fmt, coverage, True,
+            return BuildResult(toplevel, build_dir, key, vpath, wave_fmt, bool(coverage), True,
                                time.monotonic() - t0)
         # Stale/partial build (crash, Ctrl-C): start from scratch.
         shutil.rmtree(build_dir, ignore_errors=True)
@@ -362,7 +366,7 @@ def build(
             ) from None
         stamp.write_text(json.dumps({"key": key, "verilator": tool.version,
                                      "args": args, "seconds": time.monotonic() - t0}))
-    return BuildResult(toplevel, build_dir, key, vpath, wave_fmt, coverage, False,
+    return BuildResult(toplevel, build_dir, key, vpath, wave_fmt, bool(coverage), False,
                        time.monotonic() - t0)
 
 
@@ -537,7 +541,7 @@ def build_and_test(
     *,
     build_root: str | os.PathLike[str] | None = None,
     waves: bool | str | None = None,
-    coverage: bool = False,
+    coverage: bool | Sequence[str] = False,
     parameters: Mapping[str, object] | None = None,
     extra_sources: Sequence[str | os.PathLike[str]] = (),
     extra_build_args: Sequence[str] = (),

@@ -1,0 +1,226 @@
+"""Soak: millions of beats of random configurations on the simulated engine, bit-exact against
+the golden model, every configuration logged with its seed so that a failure is replayed alone.
+
+    python -m zipsgd.sim.soak --beats 10000000 --seed 1     # `make soak`
+    python -m zipsgd.sim.soak --replay SEED                 # one configuration again
+
+A configuration is a pure function of its seed (:func:`soak_run`): encoding and bits, feature
+count, batch size, samples, epochs, update and rounding modes, formats, step, decay, threshold,
+the initial model, the input idle pattern and the stream driver.  The soak draws configuration
+seeds from its master seed until the beat budget is met and runs them in chunks (one simulator
+process each) on one engine build; the cocotb side (``soak_runs`` in ``sim/stress_bench.py``)
+appends one JSON line per configuration to the log (``build/soak/log.jsonl``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from zipsgd.errors import ConfigError
+from zipsgd.sim.stress import PRECISIONS, random_pattern, run_config
+from zipsgd.spec.engine import EngineParams, RunConfig, UpdateMode
+from zipsgd.spec.fixed import RoundingMode
+
+__all__ = ["SOAK_PARAMS", "soak_run", "run_beats", "plan_seeds", "main"]
+
+#: The engine build of the soak: the test suite's W = 64 build (cached).
+SOAK_PARAMS = EngineParams(bus_width=64, max_features=1024, max_batch=64)
+
+#: Model and gradient formats <WL_m, FL_m, WL_g, FL_g> the soak draws from: the default, two
+#: narrower ones and one that saturates.
+FORMATS = ((32, 24, 32, 24), (24, 16, 20, 14), (16, 12, 16, 10), (8, 4, 6, 2))
+
+DEFAULT_LOG = Path("build/soak/log.jsonl")
+
+
+def soak_run(seed: int, params: EngineParams = SOAK_PARAMS) -> dict:
+    """The run of configuration ``seed`` (the ``runs`` entry format of ``sim/engine_bench.py``):
+    one to sixteen thousand beats per epoch.  Batches of one sample are rare because
+    the golden model is slowest there."""
+    rng = np.random.default_rng([seed, 0x50A4])
+    encoding, bits = PRECISIONS[int(rng.integers(len(PRECISIONS)))]
+    if encoding == "double":
+        bits = int(rng.integers(1, 9))
+    n = int(min(params.max_features, np.exp(rng.uniform(0, np.log(600)))))
+    batch = int(rng.choice([1, 2, 4, 8, 16, 32, 64], p=[.04, .08, .16, .2, .2, .16, .16]))
+    batch = min(batch, params.max_batch)
+    wl_m, fl_m, wl_g, fl_g = FORMATS[int(rng.choice(4, p=[.55, .2, .15, .1]))]
+    config = run_config(encoding, bits, n, batch,
+                        rounding=list(RoundingMode)[int(rng.integers(3))],
+                        mode=list(UpdateMode)[int(rng.integers(2))],
+                        seed=int(rng.integers(1, 1 << 31)), step=1 << int(rng.integers(8, 22)),
+                        model_width=wl_m, model_frac=fl_m, grad_width=wl_g, grad_frac=fl_g,
+                        decay=int(rng.integers(1, 1 << 16)) if rng.random() < .3 else 0,
+                        threshold=int(rng.integers(1, 1 << 8)) if rng.random() < .2 else 0)
+    RunConfig(**config)   # a configuration the engine accepts
+    layout = RunConfig(**config).layout(params.bus_width)
+    beats = int(rng.integers(1_000, 16_000))
+    samples = max(batch + 1, beats // layout.beats_per_sample(n))
+    run = {"config": config, "samples": samples, "epochs": int(rng.integers(1, 4)),
+           "seed": int(rng.integers(1 << 31)),
+           "model_init": "random" if rng.random() < .5 else "zero"}
+    if rng.random() < .35:
+        run["pattern"] = random_pattern(seed)
+    if rng.random() < .2:
+        run["frames"] = True    # cocotbext-axi's AxiStreamSource instead of the lean driver
+    return run
+
+
+def run_beats(run: dict, params: EngineParams = SOAK_PARAMS) -> int:
+    """Beats a run streams (all epochs)."""
+    config = RunConfig(**run["config"])
+    per_sample = config.layout(params.bus_width).beats_per_sample(config.n_features)
+    return per_sample * run["samples"] * run["epochs"]
+
+
+def plan_seeds(master: int, beats: int, params: EngineParams = SOAK_PARAMS) -> list[int]:
+    """Configuration seeds drawn from ``master`` until their runs stream ``beats`` beats."""
+    rng = np.random.default_rng([master, 0x5EED])
+    seeds, total = [], 0
+    while total < beats:
+        seed = int(rng.integers(1 << 31))
+        seeds.append(seed)
+        total += run_beats(soak_run(seed, params), params)
+    return seeds
+
+
+def _chunks(seeds: list[int], chunk_beats: int, params: EngineParams):
+    chunk, total = [], 0
+    for seed in seeds:
+        chunk.append(seed)
+        total += run_beats(soak_run(seed, params), params)
+        if total >= chunk_beats:
+            yield chunk
+            chunk, total = [], 0
+    if chunk:
+        yield chunk
+
+
+def _entries(log: Path, seeds: list[int]) -> dict[int, dict]:
+    """The log's entries for ``seeds`` (the last one of each seed)."""
+    wanted, out = set(seeds), {}
+    if log.is_file():
+        for line in log.read_text().splitlines():
+            entry = json.loads(line)
+            if entry.get("seed") in wanted:
+                out[entry["seed"]] = entry
+    return out
+
+
+def _simulate(seeds: list[int], log: Path, params: EngineParams, timeout_s: float):
+    from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
+    from zipsgd.sim import runner
+
+    runner.build_and_test(ZipsgdEngine(params), TOP_NAME, "zipsgd.sim.stress_bench",
+                          testcase="soak_runs", timeout_s=timeout_s,
+                          test_params={"params": params.__dict__,
+                                       "soak": {"seeds": seeds, "log": str(log.resolve())}})
+
+
+def _failure(seeds: list[int], log: Path) -> int:
+    """The seed that failed: the first logged as failed, else the first not logged at all (a
+    crash or timeout inside its run)."""
+    entries = _entries(log, seeds)
+    for seed in seeds:
+        if seed not in entries or not entries[seed]["ok"]:
+            return seed
+    return seeds[-1]
+
+
+def soak(beats: int, master: int, log: Path, chunk_beats: int, timeout_s: float,
+         params: EngineParams = SOAK_PARAMS, out=sys.stdout) -> dict:
+    """Run the soak; returns the summary (``mismatches`` is 0 or 1: the soak stops at the
+    first failure, whose seed and replay command are printed)."""
+    from zipsgd.sim.runner import SimulationFailed
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    seeds = plan_seeds(master, beats, params)
+    with open(log, "a") as file:
+        file.write(json.dumps({"soak": {"master_seed": master, "beats": beats,
+                                        "configs": len(seeds), "params": params.__dict__,
+                                        "started": time.strftime("%Y-%m-%dT%H:%M:%S")}}) + "\n")
+    print(f"soak: master seed {master}, {len(seeds)} configurations, at least {beats} beats, "
+          f"log {log}", file=out, flush=True)
+    started = time.monotonic()
+    done: list[int] = []
+    failed = None
+    for chunk in _chunks(seeds, chunk_beats, params):
+        try:
+            _simulate(chunk, log, params, timeout_s)
+        except SimulationFailed as error:
+            failed = _failure(chunk, log)
+            print(f"soak: FAILED at configuration seed {failed}\n{str(error)[:3000]}", file=out)
+            print(f"replay: python -m zipsgd.sim.soak --replay {failed}", file=out, flush=True)
+            done += chunk[:chunk.index(failed)]
+            break
+        done += chunk
+        so_far = sum(e.get("beats", 0) for e in _entries(log, done).values())
+        print(f"soak: {len(done)}/{len(seeds)} configurations, {so_far} beats, "
+              f"{time.monotonic() - started:.0f} s", file=out, flush=True)
+    entries = _entries(log, done)
+    summary = {"master_seed": master, "configs": len(entries),
+               "epochs": sum(soak_run(s, params)["epochs"] for s in entries),
+               "beats": sum(e["beats"] for e in entries.values()),
+               "cycles": sum(e["cycles"] for e in entries.values()),
+               "frames_configs": sum(bool(e["frames"]) for e in entries.values()),
+               "idle_pattern_configs": sum(e["pattern"] is not None for e in entries.values()),
+               "wall_s": round(time.monotonic() - started, 1),
+               "mismatches": 0 if failed is None else 1, "failed_seed": failed}
+    print("soak: " + json.dumps(summary), file=out, flush=True)
+    return summary
+
+
+def replay(seed: int, log: Path, timeout_s: float, params: EngineParams = SOAK_PARAMS,
+           out=sys.stdout) -> int:
+    """Run configuration ``seed`` alone; 0 when it is bit-exact."""
+    from zipsgd.sim.runner import SimulationFailed
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"replay: configuration seed {seed}: {json.dumps(soak_run(seed, params))}", file=out)
+    try:
+        _simulate([seed], log, params, timeout_s)
+    except SimulationFailed as error:
+        print(f"replay: FAILED\n{error}", file=out)
+        return 1
+    print(f"replay: seed {seed} bit-exact: {json.dumps(_entries(log, [seed])[seed])}", file=out)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m zipsgd.sim.soak", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--beats", type=int, default=10_000_000, help="beats to stream at least")
+    parser.add_argument("--seed", type=int, default=1, help="master seed of the soak")
+    parser.add_argument("--replay", type=int, metavar="SEED", help="run one configuration")
+    parser.add_argument("--log", type=Path, default=DEFAULT_LOG, help="JSON lines log")
+    parser.add_argument("--chunk-beats", type=int, default=1_000_000,
+                        help="beats per simulator process")
+    parser.add_argument("--timeout", type=float, default=float(
+        os.environ.get("ZIPSGD_SIM_TIMEOUT", 7200)), help="seconds per simulator process")
+    parser.add_argument("--summary", type=Path, help="write the summary JSON here")
+    args = parser.parse_args(argv)
+    if args.beats < 1 or args.chunk_beats < 1:
+        parser.exit(2, f"soak: --beats and --chunk-beats must be at least 1, found "
+                       f"{args.beats} and {args.chunk_beats}\n")
+    try:
+        if args.replay is not None:
+            return replay(args.replay, args.log, args.timeout)
+        summary = soak(args.beats, args.seed, args.log, args.chunk_beats, args.timeout)
+    except ConfigError as error:
+        parser.exit(2, f"soak: {error}\n")
+    if args.summary:
+        tmp = args.summary.with_suffix(".tmp")
+        tmp.write_text(json.dumps(summary, indent=1) + "\n")
+        tmp.replace(args.summary)
+    return 1 if summary["mismatches"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""The coverage report of ``sim/coverage.py`` on a hand-made ``coverage.dat`` (Verilator's
+format: one ``C '<key>' <count>`` record per point, key fields separated by \\x01, name and value
+by \\x02)."""
+
+from __future__ import annotations
+
+from zipsgd.sim import coverage
+
+VERILOG = """module top(clk, rst, a, y);
+  (* src = "/x/zipsgd/hw/core.py:10" *)
+  wire \\$1 ;
+  (* src = "/x/zipsgd/hw/core.py:20" *)
+  reg y = 1'h0;
+  always @(posedge clk)
+    y <= \\$2 ;
+  always @* begin
+    \\$2  = y;
+    if (\\$1 ) begin
+      \\$2  = 1'h1;
+    end
+    if (rst) begin
+      \\$2  = 1'h0;
+    end
+  end
+endmodule
+"""
+
+
+def _record(count, **fields):
+    key = "\x01".join(f"{k}\x02{v}" for k, v in fields.items())
+    return f"C '{key}' {count}\n"
+
+
+def _dat(tmp_path, name, counts):
+    lines = ["# SystemC::Coverage-3\n",
+             _record(counts[0], f="top.v", l=10, S="10-11", page="v_line/top", o="if", h="TOP"),
+             _record(counts[1], f="top.v", l=13, S="13-14", page="v_line/top", o="if", h="TOP"),
+             _record(counts[2], f="top.v", l=3, page="v_toggle/top", o="y", h="TOP"),
+             _record(counts[3], f="top.v", l=5, page="v_toggle/top", o="a", h="TOP")]
+    path = tmp_path / name
+    path.write_text("".join(lines))
+    return path
+
+
+def test_summary_counts_lines_points_and_toggles(tmp_path):
+    points = coverage.parse(_dat(tmp_path, "a.dat", [3, 0, 1, 0]))
+    assert [p.lines for p in points[:2]] == [(10, 11), (13, 14)]
+    summary = coverage.summarize(points)
+    assert summary["modules"]["top"] == {"line": [2, 4], "line_points": [1, 2],
+                                         "toggle": [1, 2]}
+    assert summary["total"]["line"] == [2, 4]
+
+
+def test_merge_sums_counts_of_the_same_point(tmp_path):
+    points = coverage.merge([_dat(tmp_path, "a.dat", [3, 0, 1, 0]),
+                             _dat(tmp_path, "b.dat", [0, 2, 0, 0])])
+    assert sorted(p.count for p in points) == [0, 1, 2, 3]
+    assert coverage.summarize(points)["total"]["line"] == [4, 4]
+
+
+def test_lcov_tracefile(tmp_path):
+    points = coverage.parse(_dat(tmp_path, "a.dat", [3, 0, 1, 0]))
+    info = tmp_path / "coverage.info"
+    coverage.write_info(points, info)
+    assert info.read_text().splitlines() == [
+        "TN:zipsgd_engine", "SF:top.v", "DA:10,3", "DA:11,3", "DA:13,0", "DA:14,0", "LF:4",
+        "LH:2", "end_of_record"]
+
+
+def test_uncovered_lines_lead_back_to_the_amaranth_source(tmp_path):
+    points = coverage.parse(_dat(tmp_path, "a.dat", [0, 5, 1, 0]))
+    (row,) = coverage.uncovered_lines(points, VERILOG)
+    assert row["line"] == 10 and row["verilog"] == "if (\\$1 ) begin"
+    assert row["condition_src"] == "hw/core.py:10"
+    assert row["drives"] == "\\$2" and row["drives_src"] == "hw/core.py:20"

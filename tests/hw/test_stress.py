@@ -1,0 +1,159 @@
+"""Stress of the simulated engine: every scoreboard family under fixed and seeded random idle
+patterns (with AXI-Lite channel pauses), resets and aborts aimed mid-sample and mid-update
+followed by a full bit-exact epoch, and the soak machinery (``sim/stress.py``,
+``sim/stress_bench.py``, ``sim/soak.py``).
+
+The simulations reuse the test suite's W = 64 build; each test is one simulator run.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import json
+
+import pytest
+
+from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
+from zipsgd.sim import runner, soak, stress
+from zipsgd.spec.engine import EngineParams
+
+PARAMS = EngineParams(bus_width=64, max_features=1024, max_batch=64)
+
+
+def run_bench(testcase: str, plan: dict, tmp_path, sim_options) -> list[dict]:
+    report = tmp_path / f"{testcase}.json"
+    runner.build_and_test(ZipsgdEngine(PARAMS), TOP_NAME, "zipsgd.sim.stress_bench",
+                          testcase=testcase, test_params={"params": PARAMS.__dict__, **plan},
+                          extra_env={"ZIPSGD_SIM_REPORT": str(report)}, **sim_options)
+    return json.loads(report.read_text())
+
+
+# -- plans (no simulation) --------------------------------------------------------------------
+
+def test_fixed_patterns_do_what_they_say():
+    def first(name, n):
+        pattern = stress.make_pattern(stress.FIXED_PATTERNS[name])
+        return [pattern.idle() for _ in range(n)] if pattern else [False] * n
+
+    assert first("none", 5) == [False] * 5
+    assert first("every_other", 6) == [False, True] * 3
+    assert first("one_then_idle", 48) == ([False] + [True] * 23) * 2
+    assert first("long_bursts", 88) == [False] * 48 + [True] * 40
+    # Seeded Bernoulli: the idle fraction of 4000 cycles is within 5 standard deviations.
+    for name in ("mostly_idle", "rare_gaps"):
+        p = stress.FIXED_PATTERNS[name]["p"]
+        idle = sum(first(name, 4000))
+        assert abs(idle - 4000 * p) < 5 * (4000 * p * (1 - p)) ** 0.5, (name, idle)
+
+
+def test_random_patterns_are_seeded_and_varied():
+    specs = stress.patterns(n_random=20, seed=0)
+    assert len(specs) == len(stress.FIXED_PATTERNS) + 20
+    assert len({s["name"] for s in specs}) == len(specs)
+    assert stress.patterns(20, 0) == specs
+    random = specs[len(stress.FIXED_PATTERNS):]
+    assert {s["kind"] for s in random} == {"bernoulli", "bursty", "cycle", "runs"}
+    for spec in random:
+        a, b = stress.make_pattern(spec), stress.make_pattern(spec)
+        seq = [a.idle() for _ in range(500)]
+        assert seq == [b.idle() for _ in range(500)], spec
+    with pytest.raises(ValueError, match="pattern kind"):
+        stress.make_pattern({"kind": "sometimes"})
+
+
+def test_every_random_pattern_offers_beats():
+    """A pattern that is always idle would hang the stream: none of 3000 seeds draws one."""
+    for seed in range(3000):
+        pattern = stress.make_pattern(stress.random_pattern(seed))
+        assert pattern is None or not all(pattern.idle() for _ in range(200)), seed
+    with pytest.raises(ValueError, match="never offers a beat"):
+        stress.make_pattern({"kind": "runs", "on": 0, "off": 3})
+
+
+def test_bursty_runs_have_the_requested_means():
+    pattern = stress.make_pattern({"kind": "bursty", "on": 20, "off": 5, "seed": 3})
+    seq = [pattern.idle() for _ in range(50_000)]
+    # Geometric run lengths: the idle fraction is off / (on + off) = 0.2 up to sampling noise
+    # (about 2000 runs of each kind; 5 standard deviations of the fraction is about 0.03).
+    assert abs(sum(seq) / len(seq) - 0.2) < 0.03
+
+
+def test_every_family_meets_fixed_and_random_patterns():
+    cases = stress.stress_cases(PARAMS, stress.patterns(20))
+    seen = collections.defaultdict(set)
+    for case in cases:
+        seen[case["family"]].add("random" if case["name"].startswith("random") else "fixed")
+    assert dict(seen) == {f: {"fixed", "random"} for f in stress.FAMILIES}
+    errors = {c["error"] for c in cases if c["family"] == "errors"}
+    assert errors == set(stress.ERROR_KINDS)
+
+
+def test_soak_configurations_replay_from_their_seed():
+    seeds = soak.plan_seeds(7, 200_000)
+    assert seeds == soak.plan_seeds(7, 200_000)
+    assert sum(soak.run_beats(soak.soak_run(s)) for s in seeds) >= 200_000
+    assert soak.soak_run(seeds[0]) == soak.soak_run(seeds[0])
+    runs = [soak.soak_run(s) for s in soak.plan_seeds(1, 3_000_000)]
+    assert len({(r["config"]["encoding"], r["config"]["bits"]) for r in runs}) >= 8
+    assert {r["config"]["update_mode"] for r in runs} == {0, 1}
+    assert {r["config"]["rounding"] for r in runs} == {0, 1, 2}
+
+
+def test_soak_refuses_an_empty_budget(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        soak.main(["--beats", "0"])
+    assert exit_info.value.code == 2
+    assert "--beats and --chunk-beats must be at least 1, found 0" in capsys.readouterr().err
+
+
+# -- simulations -----------------------------------------------------------------------------
+
+def test_stress_patterns(tmp_path, sim_options):
+    """6 fixed + 20 random patterns, one small case each, families in rotation; every epoch
+    and every error case is checked inside the bench."""
+    cases = stress.stress_cases(PARAMS, stress.patterns(n_random=20, seed=0))
+    report = run_bench("stress_patterns", {"cases": cases}, tmp_path, sim_options)
+    assert [r["name"] for r in report] == [c["name"] for c in cases]
+    assert all(r["beats"] > 0 for r in report)
+    # The patterns starve the engine's input (idle cycles seen by the engine).
+    assert sum(r["cycles_starved"] > 0 for r in report) >= 20
+
+
+def test_resets_mid_stream(tmp_path, sim_options):
+    """24 reset/abort points, each landing where it was aimed, then a full bit-exact epoch."""
+    points = stress.reset_points(PARAMS, count=24, seed=0)
+    report = run_bench("resets_mid_stream", {"points": points}, tmp_path, sim_options)
+    assert len(report) == 24
+    for row in report:
+        assert row["observed"] == row["kind"], row
+        assert row["recovery_beats"] == row["beats"], row
+    assert collections.Counter(r["action"] for r in report) == {"reset": 20, "abort": 4}
+
+
+def test_soak_smoke(tmp_path):
+    """The soak machinery on 20k beats: seeds logged, every configuration bit-exact."""
+    log = tmp_path / "log.jsonl"
+    out = io.StringIO()
+    summary = soak.soak(20_000, 9, log, chunk_beats=1_000_000, timeout_s=1800, out=out)
+    assert summary["mismatches"] == 0 and summary["beats"] >= 20_000, out.getvalue()
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entries[0]["soak"]["master_seed"] == 9
+    assert [e["seed"] for e in entries[1:]] == soak.plan_seeds(9, 20_000)
+    assert all(e["ok"] for e in entries[1:])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_stress_patterns_more_seeds(seed, tmp_path, sim_options):
+    cases = stress.stress_cases(PARAMS, stress.patterns(n_random=40, seed=seed), seed=seed)
+    report = run_bench("stress_patterns", {"cases": cases}, tmp_path, sim_options)
+    assert len(report) == len(cases)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_resets_more_points(seed, tmp_path, sim_options):
+    points = stress.reset_points(PARAMS, count=60, seed=seed)
+    report = run_bench("resets_mid_stream", {"points": points}, tmp_path, sim_options)
+    assert all(r["observed"] == r["kind"] for r in report)
