@@ -26,9 +26,11 @@ from ..spec import link
 from ..spec.engine import EngineParams, RunConfig
 from ..spec.link import CODE_TEXT, NOT_EXECUTED, Code, Command, Frame
 
-__all__ = ["BoardLink", "SerialTransport", "open_serial", "run_board_job", "contiguous_runs"]
+__all__ = ["BoardLink", "SerialTransport", "open_serial", "run_board_job", "train_on_board",
+           "contiguous_runs"]
 
 ENGINE_ID = 0x5A534744
+FRAMING_ERRORS = frozenset({Code.BAD_CRC, Code.GAP_TIMEOUT, Code.BAD_LENGTH})
 
 
 class SerialTransport:
@@ -129,9 +131,9 @@ class BoardLink:
                 raise LinkError("the board keeps sending: the line does not go quiet")
 
     def exchange(self, frame: bytes, command: int, seq: int, what: str) -> link.Reply:
-        """Send raw request bytes and return the reply with ``command`` and ``seq`` (replies
-        to other requests are dropped).  Raises LinkError if none arrives in time or it is
-        corrupted; an error reply is returned, not raised."""
+        """Send raw request bytes and return the reply with ``command`` and ``seq`` or a
+        framing error reply (other replies are dropped).  Raises LinkError if none arrives in
+        time or it is corrupted; an error reply is returned, not raised."""
         self.transport.write(frame)
         parser = link.ReplyParser()
         deadline = time.monotonic() + self.timeout
@@ -141,7 +143,10 @@ class BoardLink:
                     self.resync()
                     raise LinkError(f"{what}: the reply was corrupted (CRC); it may have been "
                                     f"executed")
-                if reply.command == command & 0xFF and reply.seq == seq:
+                # A framing error reply may echo a damaged CMD/SEQ; resync() has drained
+                # earlier replies, so it answers this request.
+                if (reply.command == command & 0xFF and reply.seq == seq) \
+                        or reply.code in FRAMING_ERRORS:
                     return reply
         self.resync()
         raise LinkError(f"{what}: no reply within {self.timeout:g} s (is the board "
@@ -311,3 +316,17 @@ def run_board_job(board: BoardLink, params: EngineParams, epochs, initial_model,
         if progress is not None:
             progress(index + 1)
     return results
+
+
+def train_on_board(settings, params: EngineParams, epochs, initial_model,
+                   progress: Callable[[int], None] | None = None) -> list[dict]:
+    """:func:`run_board_job` for a training run's settings: the board on ``settings.port``
+    (backend ``board``), or the simulated board for ``params`` (backend ``board-sim``)."""
+    if settings.backend == "board":
+        with open_serial(settings.port, settings.baud) as board:
+            return run_board_job(board, params, epochs, initial_model, progress)
+    from ..sim.board_sim import simulated_board
+
+    with simulated_board(params) as path, open_serial(path, settings.baud, timeout=10.0,
+                                                      quiet=0.3) as board:
+        return run_board_job(board, params, epochs, initial_model, progress)

@@ -10,6 +10,12 @@ and the bytes streamed.  Backends:
     the bit-exact engine model (:class:`zipsgd.golden.engine.GoldenEngine`) reading the packed
     stream; each epoch is quantized afresh with ``epoch_rng(seed, epoch)`` (the paper's
     refetching), or read from the file.
+``verilator``, ``board``, ``board-sim``
+    the golden model, and the same epochs on the generated engine, checked against it bit for
+    bit after every epoch (model words read back, status counters): simulated by Verilator with
+    its bus ports driven directly; on a board through the host link (``port``, ``baud``;
+    ``docs/HOSTLINK.md``); or on the simulated board through the same link (the bridge and the
+    engine in Verilator, their UART on a pseudo-terminal opened with pyserial).
 
 Step sizes follow ``gamma_k = alpha / k`` for epoch ``k`` (from 1).  The engine's registers get
 ``alpha_k / B`` (step), ``eta = gamma*l2/(1+gamma*l2)`` (decay) and ``gamma*l1/(1+gamma*l2)``
@@ -55,7 +61,9 @@ from .zsgd_file import Scaling, StreamFile
 __all__ = ["TrainSettings", "ScaledData", "load_scaled", "train_in_memory", "train_stream_file",
            "BACKENDS", "engine_run_config", "lssvm_labels"]
 
-BACKENDS = ("float", "golden", "verilator")
+BACKENDS = ("float", "golden", "verilator", "board", "board-sim")
+#: Backends that run the generated engine and check it against the golden model.
+ENGINE_BACKENDS = ("verilator", "board", "board-sim")
 LOSSES = ("squared", "lssvm")
 
 
@@ -83,11 +91,15 @@ class TrainSettings:
     max_features: int = 32768
     max_batch: int = 1024
     lanes: int | None = None
+    port: str | None = None  # the board's serial port (backend "board")
+    baud: int = 115200
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, "
                               f"found {self.backend!r}")
+        if self.backend == "board" and not self.port:
+            raise ConfigError("the board backend needs the serial port (--port), found none")
         if self.loss not in LOSSES:
             raise ConfigError(f"loss must be squared or lssvm, found {self.loss!r}")
         for name in ("step_size", "l1", "l2"):
@@ -303,19 +315,19 @@ def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: 
         record["loss_original_units"] = None if loss is None else loss * label_scale**2
         record["seconds"] = time.perf_counter() - started
         report["epochs"].append(record)
-        if settings.backend == "verilator":
+        if settings.backend in ENGINE_BACKENDS:
             from ..sim.engine_sim import EpochJob
             jobs.append(EpochJob(config, payload, n_samples, write_seed=epoch == 1))
             expected.append((status, engine.model.copy()))
         elif progress is not None:
             progress(epoch, record)
-    if settings.backend == "verilator":
-        _simulate(report, params, jobs, expected, n_features, progress, exact_loss,
+    if settings.backend in ENGINE_BACKENDS:
+        _simulate(report, settings, params, jobs, expected, n_features, progress, exact_loss,
                   label_scale)
     return engine
 
 
-def _simulate(report, params, jobs, expected, n_features, progress, exact_loss,
+def _simulate(report, settings, params, jobs, expected, n_features, progress, exact_loss,
               label_scale) -> None:
     """Run the epochs on the simulated engine and check each against the golden model."""
     from ..hw.registers import epoch_status
@@ -325,7 +337,12 @@ def _simulate(report, params, jobs, expected, n_features, progress, exact_loss,
         if progress is not None:
             progress(done, None)
 
-    results = run_training_job(params, jobs, np.zeros(n_features, dtype=np.int64), on_epoch)
+    initial = np.zeros(n_features, dtype=np.int64)
+    if settings.backend == "verilator":
+        results = run_training_job(params, jobs, initial, on_epoch)
+    else:
+        from .board import train_on_board
+        results = train_on_board(settings, params, jobs, initial, on_epoch)
     report["golden_backend_check"] = "model words and status compared with the golden model"
     for record, result, (status, words) in zip(report["epochs"], results, expected,
                                                strict=True):
@@ -367,8 +384,9 @@ def train_stream_file(stream: StreamFile, settings: TrainSettings, progress=None
     encoding, bits and bus width override ``settings``'.  Only the engine's own loss is known
     (the float data are not in the file)."""
     header = stream.header
-    if settings.backend not in ("golden", "verilator"):
-        raise ConfigError(f"a .zsgd file trains on the golden or verilator backend, found "
+    if settings.backend not in ("golden", *ENGINE_BACKENDS):
+        raise ConfigError(f"a .zsgd file trains on the golden or verilator backend (or board, "
+                          f"board-sim), found "
                           f"{settings.backend!r}")
     layout = header.layout
     settings = TrainSettings(**{**asdict(settings), "encoding": layout.encoding.name.lower(),

@@ -101,9 +101,15 @@ def _run_inspect(args) -> int:
 
 
 def _add_train_options(p, epochs_default: int = 10) -> None:
-    p.add_argument("--backend", default="golden", choices=["float", "golden", "verilator"],
+    p.add_argument("--backend", default="golden",
+                   choices=["float", "golden", "verilator", "board", "board-sim"],
                    help="float64 SGD, the bit-exact engine model (default), or the generated "
-                        "engine simulated by Verilator (checked against the golden model)")
+                        "engine checked against it: simulated by Verilator, on a board over "
+                        "its serial port (--port), or the simulated board over the same link")
+    p.add_argument("--port", help="the board's serial port (--backend board), e.g. "
+                                  "/dev/ttyUSB0")
+    p.add_argument("--baud", type=int, default=115200,
+                   help="the board's baud rate, as built (default 115200)")
     p.add_argument("--bits", type=int, default=4, help="interval-index bits b, 1..8")
     p.add_argument("--encoding", default="double", choices=["double", "single", "raw32"])
     p.add_argument("--bus-width", type=int, default=64)
@@ -134,6 +140,7 @@ def _settings(args):
         loss=args.loss, l2=args.l2, l1=args.l1, seed=args.seed, update_mode=args.update_mode,
         rounding=args.rounding, model_width=args.model_format[0],
         model_frac=args.model_format[1], grad_width=args.grad_format[0],
+        port=getattr(args, "port", None), baud=getattr(args, "baud", 115200),
         grad_frac=args.grad_format[1])
 
 
@@ -184,7 +191,7 @@ def _run_train(args) -> int:
         bar.close()
     reporting.print_epochs(report)
     if report.get("bit_exact") is False:
-        print("zipsgd: error: the simulated engine and the golden model differ (see the "
+        print("zipsgd: error: the engine and the golden model differ (see the "
               "bit-exact column); this is a bug", file=sys.stderr)
         status = 1
     else:
