@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from ..spec.engine import EngineParams
 from ..spec.stream import BUS_WIDTHS, Encoding, StreamLayout
 
 __all__ = ["Platform", "PLATFORMS", "EngineModel", "epoch_cost", "predicted_cycles",
@@ -47,6 +48,8 @@ class Platform:
         AXI4-Stream width ``W`` of the engine built for this platform (64, 128, 256 or 512).
     source : str
         Where the figures come from (details in ``docs/PLATFORMS.md``).
+    lanes : int or None
+        Lanes of the engine built for this platform (``None``: ``W / 2``).
 
     Raises
     ------
@@ -59,6 +62,7 @@ class Platform:
     clock_hz: float
     bus_width: int
     source: str = ""
+    lanes: int | None = None
 
     def __post_init__(self):
         if not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
@@ -67,6 +71,7 @@ class Platform:
             raise ConfigError(f"engine clock must be > 0 Hz, found {self.clock_hz!r}")
         if self.bus_width not in BUS_WIDTHS:
             raise ConfigError(f"bus width must be one of {BUS_WIDTHS}, found {self.bus_width!r}")
+        EngineParams(bus_width=self.bus_width, lanes=self.lanes)   # checks the lanes
 
     @property
     def engine_bandwidth(self) -> float:
@@ -112,7 +117,11 @@ class EngineModel:
     Members
     -------
     bus_width : int
-        ``W``; ``lanes = W / 2``.
+        ``W``.
+    lanes : int or None
+        ``L`` (``EngineParams.lanes``; ``None``: ``W / 2``).  A sample takes
+        ``StreamLayout.slices_per_sample`` issue cycles, which is its beat count when every
+        beat fits in one slice.
     base_depth : int
         Cycles from a sample's last beat being accepted until its gradient is written, less the
         sample's own beats and the adder-tree registers (17 measured at W = 64).
@@ -124,6 +133,7 @@ class EngineModel:
     """
 
     bus_width: int = 64
+    lanes: int | None = None
     base_depth: int = 17
     epoch_fixed: int = 13
     update_window: int = 6
@@ -131,10 +141,9 @@ class EngineModel:
     def __post_init__(self):
         if self.bus_width not in BUS_WIDTHS:
             raise ConfigError(f"bus width must be one of {BUS_WIDTHS}, found {self.bus_width!r}")
-
-    @property
-    def lanes(self) -> int:
-        return self.bus_width // 2
+        # EngineParams owns the rule for lanes (and its default).
+        params = EngineParams(bus_width=self.bus_width, lanes=self.lanes)
+        object.__setattr__(self, "lanes", params.lanes)
 
     @property
     def depth(self) -> int:
@@ -143,11 +152,14 @@ class EngineModel:
         return self.base_depth + _tree_registers(self.lanes)
 
     def cycles(self, n_samples: int, beats_per_sample: int, batch: int,
-               update_mode: str) -> dict:
-        """Engine cycles of one epoch, input never idle: ``beats``, ``update_stall``,
-        ``epoch_overhead`` and their sum ``cycles`` (the engine's ``cycles_busy``).
+               update_mode: str, slices_per_sample: int | None = None) -> dict:
+        """Engine cycles of one epoch, input never idle: ``beats``, ``issues`` (slices),
+        ``update_stall``, ``epoch_overhead`` and ``cycles`` = issues + stall + overhead (the
+        engine's ``cycles_busy``).
 
-        The single place the formula lives:
+        The single place the formula lives.  Below, ``beats_per_sample`` stands for the
+        sample's issue cycles, ``slices_per_sample`` (its beats when that is not given, i.e.
+        when every beat is one slice):
 
         * ``EXACT``: every batch boundary stalls until the previous batch's last gradient is
           written, ``depth + beats_per_sample`` cycles after its last beat;
@@ -166,8 +178,12 @@ class EngineModel:
         if n_samples < 1 or batch < 1 or beats_per_sample < 1:
             raise ConfigError(f"samples, batch and beats per sample must be >= 1, found "
                               f"{n_samples}, {batch}, {beats_per_sample}")
-        bps = beats_per_sample
-        beats = n_samples * bps
+        bps = beats_per_sample if slices_per_sample is None else slices_per_sample
+        if bps < beats_per_sample:
+            raise ConfigError(f"a sample has at least one slice per beat, found "
+                              f"{bps} slices for {beats_per_sample} beats")
+        beats = n_samples * beats_per_sample
+        issues = n_samples * bps
         boundaries = -(-n_samples // batch) - 1
         drain = self.depth + bps
         if update_mode == "exact":
@@ -179,8 +195,8 @@ class EngineModel:
             overhead = self.epoch_fixed + drain + bps
             if boundaries:                       # a second pending update: the second pass
                 overhead += max(bps, self.update_window + 1)
-        return {"beats": beats, "update_stall": stall, "epoch_overhead": overhead,
-                "cycles": beats + stall + overhead}
+        return {"beats": beats, "issues": issues, "update_stall": stall,
+                "epoch_overhead": overhead, "cycles": issues + stall + overhead}
 
 
 def _delayed_stalls(boundaries: int, slack: int, window: int) -> int:
@@ -204,8 +220,8 @@ def predicted_cycles(n_samples: int, n_features: int, layout: StreamLayout, batc
                      update_mode: str, engine: EngineModel | None = None) -> int:
     """The model's ``cycles_busy`` for one epoch (input never idle)."""
     engine = engine or EngineModel(layout.bus_width)
-    return engine.cycles(n_samples, layout.beats_per_sample(n_features), batch,
-                         update_mode)["cycles"]
+    return engine.cycles(n_samples, layout.beats_per_sample(n_features), batch, update_mode,
+                         layout.slices_per_sample(n_features, engine.lanes))["cycles"]
 
 
 def _cost(platform: Platform, engine: EngineModel, n_samples: int, n_features: int,
@@ -214,13 +230,15 @@ def _cost(platform: Platform, engine: EngineModel, n_samples: int, n_features: i
         raise ConfigError(f"the layout's bus width {layout.bus_width} differs from the "
                           f"engine's {engine.bus_width}")
     bps = layout.beats_per_sample(n_features)
-    cyc = engine.cycles(n_samples, bps, batch, update_mode)
+    cyc = engine.cycles(n_samples, bps, batch, update_mode,
+                        layout.slices_per_sample(n_features, engine.lanes))
     n_bytes = n_samples * layout.sample_bytes(n_features)
     memory_s = n_bytes / platform.bandwidth
-    engine_s = cyc["beats"] / platform.clock_hz
+    engine_s = cyc["issues"] / platform.clock_hz
     boundary_s = (cyc["update_stall"] + cyc["epoch_overhead"]) / platform.clock_hz
     return {"layout": str(layout), "bits_per_value": layout.stored_bits_per_value(n_features),
             "beats_per_sample": bps, "bytes": n_bytes, "beats": cyc["beats"],
+            "issue_cycles": cyc["issues"],
             "engine_cycles": cyc["cycles"], "update_stall_cycles": cyc["update_stall"],
             "epoch_overhead_cycles": cyc["epoch_overhead"], "memory_s": memory_s,
             "engine_s": engine_s, "boundary_s": boundary_s,
@@ -243,7 +261,7 @@ def epoch_cost(platform: Platform, engine: EngineModel | None, n_samples: int, n
     ConfigError
         If the layout's bus width is not the engine's, or a count is out of range.
     """
-    engine = engine or EngineModel(platform.bus_width)
+    engine = engine or EngineModel(platform.bus_width, platform.lanes)
     cost = _cost(platform, engine, n_samples, n_features, layout, batch, update_mode)
     raw = _cost(platform, engine, n_samples, n_features,
                 StreamLayout.make(Encoding.RAW32, 32, layout.bus_width), batch, update_mode)
@@ -301,11 +319,13 @@ def epochs_to_target(source: str, rows: list[dict], epochs: int, batch: int, upd
 
 
 def measure_cycles_busy(encoding: str, bits: int, n_features: int, n_samples: int, batch: int,
-                        update_mode: str, bus_width: int = 64, seed: int = 1) -> dict:
+                        update_mode: str, bus_width: int = 64, seed: int = 1,
+                        lanes: int | None = None) -> dict:
     """Run one epoch of synthetic data on the simulated engine (Verilator; ``bus_width``,
-    ``N_max`` = 1024, ``B_max`` = 64, input never idle) and return its counters: ``beats``,
-    ``cycles_busy``, ``update_stall``, ``starved`` and ``bit_exact`` (against the golden
-    model). Takes 10 to 60 s; this is how the fixture of ``tests/host/test_perf.py`` is made."""
+    ``N_max`` = 1024, ``B_max`` = 64, ``lanes``, input never idle) and return its counters:
+    ``beats``, ``cycles_busy``, ``update_stall``, ``starved`` and ``bit_exact`` (against the
+    golden model). Takes 10 to 60 s; this is how the fixture of ``tests/host/test_perf.py``
+    is made."""
     import numpy as np
 
     from .train import ScaledData, TrainSettings, train_in_memory
@@ -316,7 +336,7 @@ def measure_cycles_busy(encoding: str, bits: int, n_features: int, n_samples: in
     data = ScaledData("synthetic", labels, features, lambda m: (m, 0.0))
     settings = TrainSettings(backend="verilator", encoding=encoding, bits=bits, epochs=1,
                              batch_size=batch, update_mode=update_mode, bus_width=bus_width,
-                             max_features=1024, max_batch=64, step_size=0.1)
+                             max_features=1024, max_batch=64, step_size=0.1, lanes=lanes)
     record = train_in_memory(data, settings)["epochs"][0]
     return {"beats": record["beats"], "cycles_busy": record["cycles"],
             "update_stall": record["cycles_update_stall"], "starved": record["cycles_starved"],

@@ -89,7 +89,8 @@ class _Slicer:
         self._cfg, self._lanes, self._sliced = cfg, lanes, max_slices > 1
         self.f0 = Signal(field_bits, name=f"{name}_f0")
         self.beat_f0 = Signal(field_bits, name=f"{name}_beat_f0")
-        self.index = Signal(range(max_slices), name=f"{name}_index")
+        # At least one bit even when every beat is one slice (no empty Verilog range).
+        self.index = Signal(range(max(2, max_slices)), name=f"{name}_index")
         self.slice_last = Signal(name=f"{name}_slice_last")
         self.beat_last = Signal(name=f"{name}_beat_last")
         self.sample_last = Signal(name=f"{name}_sample_last")
@@ -439,7 +440,7 @@ class SgdCore(wiring.Component):
         a_first, a_last = Signal(), Signal()
         a_parity = Signal()
         a_pass_end = Signal()
-        a_index = Signal(range(max_slices))
+        a_index = Signal(range(max(2, max_slices)))
         m.d.sync += [
             a_valid.eq(issue_valid & ~pipe_reset), a_fused.eq(issue_fused),
             a_flush.eq(flush_issue), a_f0.eq(issue_f0),
@@ -735,7 +736,7 @@ class SgdCore(wiring.Component):
         g1_e = stage("g1_e", signed(32), efifo.r_data.as_signed())
         g1_overwrite = stage("g1_overwrite", 1, pop_first_of_batch)
         g1_batch_end = stage("g1_batch_end", 1, pop_last_of_batch & pop_last & walk.slice_last)
-        g1_index = stage("g1_index", range(max_slices), walk.index)
+        g1_index = stage("g1_index", range(max(2, max_slices)), walk.index)
         g1_parity = stage("g1_parity", 1, pop_parity)
         m.submodules.grad_decoder = gdec = FieldDecoder(bus_width=p.bus_width)
         m.d.comb += [gdec.data.eq(g1_data), gdec.encoding.eq(cfg.encoding),

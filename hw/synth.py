@@ -23,6 +23,7 @@ from pathlib import Path
 from ..errors import ZipsgdError
 from ..spec.engine import EngineParams
 from .boards import BOARDS, EngineBoardTop, board_platform
+from .ooc import EngineOocTop
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "format_table", "run_synth",
            "build_plan", "TOOLS"]
@@ -127,9 +128,25 @@ def build_plan(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: floa
     write ``report.json`` and let a timing failure finish (it is reported by
     :func:`run_synth` instead)."""
     platform = board_platform(board)
-    top = EngineBoardTop(params, board=board, freq_mhz=freq_mhz, ooc=ooc)
-    return platform.build(top, name=name, do_build=False,
+    top = (EngineOocTop(params, freq_mhz=freq_mhz) if ooc
+           else EngineBoardTop(params, board=board, freq_mhz=freq_mhz))
+    plan = platform.build(top, name=name, do_build=False,
                           nextpnr_opts="--report report.json --timing-allow-fail")
+    if ooc:
+        plan.files[f"{name}.lpf"] = _retarget_clock_pin(plan.files[f"{name}.lpf"], freq_mhz)
+    return plan
+
+
+def _retarget_clock_pin(lpf: str, freq_mhz: float) -> str:
+    """The board clock pin's constraint raised to ``freq_mhz`` (out-of-context builds run the
+    engine straight from the pin; the board's oscillator frequency would under-constrain it)."""
+    lines = lpf.splitlines()
+    ports = [k for k, line in enumerate(lines) if line.startswith("FREQUENCY PORT ")]
+    if len(ports) != 1:
+        raise BuildError(f"expected one clock pin constraint in the LPF, found {len(ports)}")
+    pin = lines[ports[0]].split('"')[1]
+    lines[ports[0]] = f'FREQUENCY PORT "{pin}" {freq_mhz * 1e6:.1f} HZ;'
+    return "\n".join(lines) + "\n"
 
 
 def run_synth(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: float = 100.0,

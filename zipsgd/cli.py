@@ -113,6 +113,9 @@ def _add_train_options(p, epochs_default: int = 10) -> None:
     p.add_argument("--bits", type=int, default=4, help="interval-index bits b, 1..8")
     p.add_argument("--encoding", default="double", choices=["double", "single", "raw32"])
     p.add_argument("--bus-width", type=int, default=64)
+    p.add_argument("--lanes", type=int, default=None,
+                   help="engine lanes L (power of two, 2..W/2; default W/2): the engine's "
+                        "slicing decides which random bits each update uses")
     p.add_argument("--epochs", type=int, default=epochs_default)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--step-size", type=float, default=0.5,
@@ -141,7 +144,7 @@ def _settings(args):
         rounding=args.rounding, model_width=args.model_format[0],
         model_frac=args.model_format[1], grad_width=args.grad_format[0],
         port=getattr(args, "port", None), baud=getattr(args, "baud", 115200),
-        grad_frac=args.grad_format[1])
+        grad_frac=args.grad_format[1], lanes=getattr(args, "lanes", None))
 
 
 def _add_train(sub) -> None:
@@ -248,6 +251,8 @@ def _add_export(sub) -> None:
     p.add_argument("--bus-width", type=int, default=64, help="64, 128, 256 or 512")
     p.add_argument("--max-features", type=int, default=32768, help="N_max")
     p.add_argument("--max-batch", type=int, default=1024, help="B_max")
+    p.add_argument("--lanes", type=int, default=None,
+                   help="lanes L, a power of two from 2 to W/2 (default W/2)")
     p.set_defaults(run=_run_export)
 
 
@@ -255,7 +260,7 @@ def _run_export(args) -> int:
     from .hw.top import export_verilog
     from .spec.engine import EngineParams
 
-    params = EngineParams(args.bus_width, args.max_features, args.max_batch)
+    params = EngineParams(args.bus_width, args.max_features, args.max_batch, args.lanes)
     vpath, jpath = export_verilog(params, args.output)
     print(f"wrote {vpath} and {jpath} (W={params.bus_width}, N_max={params.max_features}, "
           f"B_max={params.max_batch}, {params.lanes} lanes)")
@@ -379,10 +384,14 @@ def _add_synth(sub) -> None:
     p.add_argument("--bus-width", type=int, default=64, help="64, 128, 256 or 512 (default 64)")
     p.add_argument("--max-features", type=int, default=2048, help="N_max (default 2048)")
     p.add_argument("--max-batch", type=int, default=256, help="B_max (default 256)")
+    p.add_argument("--lanes", type=int, default=8,
+                   help="lanes L, a power of two from 2 to W/2 (default 8: fits an 85F at "
+                        "W=64; see docs/results/synthesis.md)")
     p.add_argument("--freq", type=float, default=100.0, metavar="MHZ",
                    help="target engine clock in MHz (default 100)")
     p.add_argument("--ooc", action="store_true",
-                   help="no PLL: clock the engine straight from the board clock pin, "
+                   help="out of context: the engine alone with registered, LFSR-driven inputs "
+                        "and XOR-folded outputs (hw/ooc.py), clocked from the board clock pin "
                         "constrained to --freq")
     p.add_argument("-o", "--output", default="build/synth", help="build folder")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -393,7 +402,7 @@ def _run_synth(args) -> int:
     from .hw.synth import BuildError, TimingError, format_table, run_synth
     from .spec.engine import EngineParams
 
-    params = EngineParams(args.bus_width, args.max_features, args.max_batch)
+    params = EngineParams(args.bus_width, args.max_features, args.max_batch, args.lanes)
     try:
         summary = run_synth(params, board=args.board, freq_mhz=args.freq, ooc=args.ooc,
                             out_dir=args.output)

@@ -238,3 +238,29 @@ def _regenerate() -> None:
 
 if __name__ == "__main__":
     _regenerate()
+
+
+def test_lanes_slice_the_issue_cycles():
+    """With fewer lanes than fields per beat a sample takes its slices, not its beats, in
+    cycles; memory bytes do not change."""
+    layout = StreamLayout.make("double", 1, 64)          # 21 fields per beat
+    full = EngineModel(64)
+    narrow = EngineModel(64, lanes=8)                     # 3 slices per full beat
+    assert (full.lanes, narrow.lanes) == (32, 8)
+    n = 100                                               # 5 beats: 4 full + fields 84..100
+    assert layout.beats_per_sample(n) == 5
+    assert layout.slices_per_sample(n, 8) == 4 * 3 + 3
+    wide = full.cycles(1000, 5, 16, "delayed")
+    sliced = narrow.cycles(1000, 5, 16, "delayed", slices_per_sample=15)
+    assert (wide["beats"], wide["issues"]) == (5000, 5000)
+    assert (sliced["beats"], sliced["issues"]) == (5000, 15000)
+    platform = PLATFORMS["ulx3s-85f"]
+    a = epoch_cost(platform, full, 1000, n, layout, 16)
+    b = epoch_cost(platform, narrow, 1000, n, layout, 16)
+    assert a["bytes"] == b["bytes"] and b["issue_cycles"] == 3 * a["issue_cycles"]
+
+
+@pytest.mark.parametrize("lanes", [0, 1, 3, 6, 64, True, 2.0])
+def test_bad_lanes_are_refused(lanes):
+    with pytest.raises(ConfigError, match="lanes must be a power of two"):
+        EngineModel(64, lanes=lanes)

@@ -1,0 +1,116 @@
+"""Out-of-context build top: the engine alone, for fmax and resource sweeps.
+
+The engine's bus ports (``W`` + ~80 inputs, ~40 outputs) do not fit on pins at ``W`` >= 256,
+so this top puts a register on every port instead ("registered I/O") and keeps the design
+honest without pins:
+
+* every engine input is a flip-flop of one long shift chain fed by a free-running 32-bit LFSR
+  (nothing is constant, so Yosys can remove nothing);
+* every engine output is registered and folded by a pipelined XOR tree (four bits per LUT, a
+  register per level) into one LED (nothing is unobserved).
+
+All harness paths are one LUT deep, so they never set fmax; the harness costs about one
+flip-flop per port bit.  The engine runs straight from the board's clock pin (no PLL), whose
+constraint :func:`zipsgd.hw.synth.build_plan` raises to the target frequency in the LPF.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, ClockDomain, Module, ResetInserter, Signal
+from amaranth.lib import io, wiring
+from amaranth.lib.wiring import In
+
+from ..errors import ConfigError
+from ..spec.engine import EngineParams
+from .top import ZipsgdEngine
+
+__all__ = ["EngineOocTop"]
+
+
+class _Lfsr(wiring.Component):
+    """A free-running 32-bit Galois LFSR (taps 32, 22, 2, 1) feeding a shift chain."""
+
+    def __init__(self, width: int):
+        self._width = width
+        super().__init__({"bits": wiring.Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        state = Signal(32, init=1)
+        feedback = state[0]
+        m.d.sync += state.eq((state >> 1) ^ (feedback * 0x80200003))
+        chain = Signal(self._width)
+        m.d.sync += chain.eq((chain << 1) | feedback)
+        m.d.comb += self.bits.eq(chain)
+        return m
+
+
+def xor_fold(m, bits) -> Signal:
+    """A registered XOR tree over ``bits`` (four inputs per LUT, one register per level)."""
+    level = list(bits)
+    while len(level) > 1:
+        regs = [Signal(name=f"xor{len(level)}_{k}") for k in range(-(-len(level) // 4))]
+        m.d.sync += [r.eq(Cat(*level[4 * k:4 * k + 4]).xor()) for k, r in enumerate(regs)]
+        level = regs
+    return level[0]
+
+
+class EngineOocTop(wiring.Component):
+    """:class:`~zipsgd.hw.top.ZipsgdEngine` with registered, LFSR-driven inputs and
+    XOR-folded outputs, clocked from the board's clock pin.
+
+    Parameters
+    ----------
+    params : EngineParams
+    freq_mhz : float
+        The target clock (the build plan writes it as the pin's constraint).
+    """
+
+    def __init__(self, params: EngineParams, *, freq_mhz: float = 100.0):
+        if not isinstance(params, EngineParams):
+            raise TypeError(f"params must be EngineParams, found {params!r}")
+        if not 1.0 <= float(freq_mhz) <= 400.0:
+            raise ConfigError(f"freq_mhz must be in 1..400, found {freq_mhz!r}")
+        self._params, self._freq = params, float(freq_mhz)
+        super().__init__({})
+
+    @property
+    def params(self) -> EngineParams:
+        return self._params
+
+    @property
+    def freq_mhz(self) -> float:
+        return self._freq
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.clk_buf = clk = io.Buffer("i", platform.request(platform.default_clk,
+                                                                     dir="-"))
+        m.domains.sync = cd_sync = ClockDomain("sync", reset_less=True)
+        m.d.comb += cd_sync.clk.eq(clk.i)
+
+        engine = ZipsgdEngine(self._params)
+        inputs = [getattr(engine, n) for n, mb in engine.signature.members.items()
+                  if mb.flow == In]
+        outputs = [getattr(engine, n) for n, mb in engine.signature.members.items()
+                   if mb.flow != In]
+        m.submodules.stimulus = stim = _Lfsr(sum(len(s) for s in inputs) + 8)
+        # The engine's reset is an input like the others (kept, so its logic is counted).
+        engine_reset = Signal()
+        m.d.sync += engine_reset.eq(stim.bits[-8:].all())
+        m.submodules.engine = ResetInserter(engine_reset)(engine)
+        offset = 0
+        for sig in inputs:
+            m.d.comb += sig.eq(stim.bits[offset:offset + len(sig)])
+            offset += len(sig)
+        observed = Signal(sum(len(s) for s in outputs))
+        m.d.sync += observed.eq(Cat(*outputs))
+        m.submodules.led_buf = led = io.Buffer("o", platform.request("led", 0, dir="-")
+                                               if "led" in _resource_names(platform)
+                                               else platform.request("rgb_led", 0, dir="-").r)
+        m.d.comb += led.o.eq(xor_fold(m, observed))
+        return m
+
+
+def _resource_names(platform) -> set[str]:
+    return {name for name, _ in platform.resources}
