@@ -1,6 +1,7 @@
 """The host-link protocol definition (``zipsgd/spec/link.py``): CRC, frames, parsers, the
-document.  The parsers are fuzzed with Hypothesis: a derandomized, small set here; a long run
-with ``ZIPSGD_FUZZ_EXAMPLES=20000 pytest tests/hw/test_hostlink_protocol.py -k fuzz``."""
+document.  The parsers are fuzzed with Hypothesis: a derandomized, small set in the normal
+suite; a long run with ``HYPOTHESIS_PROFILE=fuzz pytest tests/hw/test_hostlink_protocol.py
+tests/host/test_board.py -k fuzz``."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ from zipsgd.spec import link
 from zipsgd.spec.link import Code, Command, Frame, Reply
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "HOSTLINK.md"
-FUZZ = settings(max_examples=int(os.environ.get("ZIPSGD_FUZZ_EXAMPLES", "60")),
-                derandomize="ZIPSGD_FUZZ_EXAMPLES" not in os.environ, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow])
+# Derandomized in the normal suite; random, with the "fuzz" profile's count, in the long run
+# (HYPOTHESIS_PROFILE=fuzz, as `make fuzz` sets).
+FUZZ = (settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        if os.environ.get("HYPOTHESIS_PROFILE") == "fuzz" else
+        settings(derandomize=True, database=None, max_examples=60, deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow]))
 
 
 def test_crc_check_value_and_bitwise_form():

@@ -299,7 +299,9 @@ wait); the bridge executes a request only after its last byte has arrived with a
 
 * `SOF` = 0x{sof:02X}. Numbers are little-endian except the CRC.
 * `SEQ` is chosen by the host and echoed in the reply with `CMD`, so a late reply to an earlier
-  request is recognised and dropped.
+  request is recognised and dropped. A framing error reply (BAD_CRC, GAP_TIMEOUT, BAD_LENGTH)
+  echoes whatever `CMD` and `SEQ` arrived, possibly damaged or none; the host takes it as the
+  answer to its current request (it drains the line before every new request after an error).
 * `LEN` is the payload length, at most {max_payload} bytes (the bridge's frame buffer, one
   block RAM); the frame is `LEN` + {req_over} bytes long (reply: `LEN` + {rep_over}).
 * `CRC` is CRC-16/CCITT-FALSE (polynomial 0x{poly:04X}, initial 0x{init:04X}, MSB first, no
