@@ -27,7 +27,7 @@ from ..spec.engine import EngineParams, RunConfig
 from ..spec.link import CODE_TEXT, NOT_EXECUTED, Code, Command, Frame
 
 __all__ = ["BoardLink", "SerialTransport", "open_serial", "run_board_job", "train_on_board",
-           "contiguous_runs"]
+           "board_sim_params", "contiguous_runs"]
 
 ENGINE_ID = 0x5A534744
 FRAMING_ERRORS = frozenset({Code.BAD_CRC, Code.GAP_TIMEOUT, Code.BAD_LENGTH})
@@ -217,13 +217,14 @@ class BoardLink:
     def identify(self) -> EngineParams:
         """Check that an engine answers and return its build parameters."""
         words = self.read_offsets([regs.register(n).offset for n in
-                                   ("ID", "VERSION", "BUS_WIDTH", "MAX_FEATURES", "MAX_BATCH")])
+                                   ("ID", "VERSION", "BUS_WIDTH", "MAX_FEATURES", "MAX_BATCH",
+                                    "LANES")])
         values = list(words.values())
         if values[0] != ENGINE_ID:
             raise LinkError(f"the board's ID register reads 0x{values[0]:08X}, expected "
                             f"0x{ENGINE_ID:08X} (not a zipsgd engine)")
         try:
-            params = EngineParams(values[2], values[3], values[4])
+            params = EngineParams(values[2], values[3], values[4], values[5])
         except Exception as error:  # an engine that reads nonsense is a link problem here
             raise LinkError(f"the board reports impossible parameters: {error}") from None
         self._bus_width = params.bus_width
@@ -293,6 +294,9 @@ def run_board_job(board: BoardLink, params: EngineParams, epochs, initial_model,
     if found.bus_width != params.bus_width:
         raise LinkError(f"the board's engine has a {found.bus_width}-bit bus, the stream "
                         f"needs {params.bus_width}")
+    if found.lanes != params.lanes:  # the lanes decide which random bits an update uses
+        raise LinkError(f"the board's engine has {found.lanes} lanes, the golden model "
+                        f"{params.lanes}: pass --lanes {found.lanes}")
     if board.read_reg("STATUS")["busy"]:  # an earlier run left an epoch open
         board.command(abort=1)
     board.command(clear_errors=1)
@@ -318,6 +322,21 @@ def run_board_job(board: BoardLink, params: EngineParams, epochs, initial_model,
     return results
 
 
+#: The simulated board's build when a run fits it (the build of the other simulation tests).
+SIM_MAX_FEATURES, SIM_MAX_BATCH = 1024, 64
+
+
+def board_sim_params(params: EngineParams, epochs) -> EngineParams:
+    """The simulated board is a fixed build like a real board: ``N_max`` = 1024 and
+    ``B_max`` = 64 when the run's epochs fit (a smaller, faster build than the run's
+    ``params``, and the same numbers: only the limits differ), else ``params``."""
+    fits = all(e.config.n_features <= SIM_MAX_FEATURES and e.config.batch_size <= SIM_MAX_BATCH
+               for e in epochs)
+    if not fits:
+        return params
+    return EngineParams(params.bus_width, SIM_MAX_FEATURES, SIM_MAX_BATCH, params.lanes)
+
+
 def train_on_board(settings, params: EngineParams, epochs, initial_model,
                    progress: Callable[[int], None] | None = None) -> list[dict]:
     """:func:`run_board_job` for a training run's settings: the board on ``settings.port``
@@ -327,6 +346,6 @@ def train_on_board(settings, params: EngineParams, epochs, initial_model,
             return run_board_job(board, params, epochs, initial_model, progress)
     from ..sim.board_sim import simulated_board
 
-    with simulated_board(params) as path, open_serial(path, settings.baud, timeout=10.0,
-                                                      quiet=0.3) as board:
+    with simulated_board(board_sim_params(params, epochs)) as path, \
+            open_serial(path, settings.baud, timeout=10.0, quiet=0.3) as board:
         return run_board_job(board, params, epochs, initial_model, progress)

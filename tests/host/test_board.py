@@ -14,6 +14,7 @@ from zipsgd.host.board import BoardLink, contiguous_runs
 from zipsgd.host.train import TrainSettings
 from zipsgd.hw import registers as regs
 from zipsgd.spec import link
+from zipsgd.spec.engine import EngineParams
 from zipsgd.spec.link import Code, Command, Reply
 
 # Derandomized in the normal suite; random, with the "fuzz" profile's count, in the long run
@@ -32,7 +33,8 @@ class SoftBridge:
     loses a byte."""
 
     def __init__(self):
-        self.regs = {0x000: 0x5A534744, 0x004: 1, 0x008: 64, 0x00C: 1024, 0x010: 64}
+        self.regs = {0x000: 0x5A534744, 0x004: 1, 0x008: 64, 0x00C: 1024, 0x010: 64,
+                     0x014: 32}
         self.model = [0] * 16
         self.parser = link.RequestParser()
         self.out = bytearray()
@@ -103,7 +105,7 @@ def test_registers_model_and_identity():
     bridge = SoftBridge()
     board = BoardLink(bridge, **FAST)
     params = board.identify()
-    assert (params.bus_width, params.max_features, params.max_batch) == (64, 1024, 64)
+    assert params == EngineParams(64, 1024, 64, 32)
     board.write_model([1, -2, 3])
     assert board.read_model(3).tolist() == [1, -2, 3]
     board.write_pairs([(0x40, 7), (0x44, 8), (0x50, 9)])
