@@ -4,6 +4,8 @@
 #   make demo       run the end-to-end demo (`zipsgd demo`)
 #   make test       run the test suite in parallel (slow tests excluded; see below)
 #   make test-slow  run only the tests marked `slow`
+#   make fuzz       long fuzz run of the host input readers (HYPOTHESIS_PROFILE=fuzz: random,
+#                   5000 examples per target); `make test` runs a short derandomized set
 #   make bench      run benchmarks/bench_*.py
 #   make soak       10 million beats of random configurations against the golden model
 #                   (log: build/soak/log.jsonl; SOAK_BEATS=, SOAK_SEED= to change)
@@ -30,7 +32,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PIP_NO_INPUT := 1
 
 .DEFAULT_GOAL := test
-.PHONY: venv .venv demo test test-slow bench formal soak coverage lint docs clean distclean
+.PHONY: venv .venv demo test test-slow fuzz bench formal soak coverage lint docs clean distclean
 
 venv .venv: $(STAMP)
 
@@ -50,6 +52,15 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(VPY) -m pytest -n auto -m slow $(PYTEST_ARGS)
+
+# The fuzz targets: tests/fuzz and the link's own fuzz tests.
+FUZZ_TESTS := tests/fuzz tests/hw/test_hostlink_protocol.py::test_fuzz_parsers_never_raise \
+	tests/hw/test_hostlink_protocol.py::test_roundtrip_with_noise_between_frames \
+	tests/host/test_board.py::test_fuzz_replies_only_link_error_escapes
+
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(VPY) -m pytest -n auto --hypothesis-show-statistics $(FUZZ_TESTS) \
+		$(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(VPY) -m benchmarks

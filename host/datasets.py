@@ -32,9 +32,15 @@ from __future__ import annotations
 
 import abc
 import codecs
+import contextlib
 import io
+import math
 import os
 import re
+import tokenize
+import warnings
+import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -729,13 +735,15 @@ class NpySource(DataSource):
         self.path = _existing_file(path)
         super().__init__(str(path))
         try:
-            table = np.load(self.path, mmap_mode="r", allow_pickle=False)
+            with _py2_headers_quietly(), open(self.path, "rb") as file:
+                _check_npy_header(file, self.path.stat().st_size)
+                table = np.load(self.path, mmap_mode="r", allow_pickle=False)
         except (ValueError, OSError, EOFError) as error:
             raise DatasetError(f"{self.name}: expected a .npy array file, found an unreadable "
                                f"file ({_one_line(error)})") from None
         if not isinstance(table, np.ndarray):
             raise DatasetError(f"{self.name}: expected a .npy array file, found a .npz archive")
-        _numeric_array(self.name, table[:0], "the array")
+        _numeric_array(self.name, np.empty(0, dtype=table.dtype), "the array")
         if table.ndim != 2:
             raise DatasetError(f"{self.name}: expected a 2-D array (rows, columns), found "
                                f"shape {table.shape}")
@@ -778,21 +786,86 @@ class NpzSource(ArraySource):
         path = _existing_file(path)
         name = str(path)
         try:
-            with np.load(path, allow_pickle=False) as archive:
-                if not hasattr(archive, "files"):
-                    raise DatasetError(f"{name}: expected an .npz archive, found a .npy array")
-                for x_key, y_key in _NPZ_KEYS:
-                    if x_key in archive.files and y_key in archive.files:
-                        features, labels = archive[x_key], archive[y_key]
-                        break
-                else:
-                    raise DatasetError(f"{name}: expected arrays 'X' and 'y' (or 'features' "
-                                       f"and 'labels'), found {sorted(archive.files)}")
-        except (ValueError, OSError, EOFError) as error:
+            with _py2_headers_quietly():
+                _check_npz_members(path)
+                with np.load(path, allow_pickle=False) as archive:
+                    if not hasattr(archive, "files"):
+                        raise DatasetError(f"{name}: expected an .npz archive, found a .npy "
+                                           "array")
+                    for x_key, y_key in _NPZ_KEYS:
+                        if x_key in archive.files and y_key in archive.files:
+                            features, labels = archive[x_key], archive[y_key]
+                            break
+                    else:
+                        raise DatasetError(f"{name}: expected arrays 'X' and 'y' (or "
+                                           f"'features' and 'labels'), found "
+                                           f"{sorted(archive.files)}")
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
             raise DatasetError(f"{name}: expected an .npz archive, found an unreadable file "
                                f"({_one_line(error)})") from None
         super().__init__(labels, features, name, n_features=n_features)
         self.path = path
+
+
+#: The most a deflated archive member can expand (deflate's limit is about 1032 to 1).
+_DEFLATE_MAX_RATIO = 1032
+
+
+@contextlib.contextmanager
+def _py2_headers_quietly():
+    """NumPy reads a header written by Python 2 after a clean-up that warns; it is fine."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Reading `.npy` or `.npz` file required additional",
+                                UserWarning)
+        yield
+
+
+def _check_npy_header(file, size: int) -> None:
+    """Read the ``.npy`` header at the start of ``file`` (``size`` bytes long in all) and refuse
+    an array whose data could not be in the file, before NumPy maps or allocates it (a header
+    may claim any shape)."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(file)
+        if version not in ((1, 0), (2, 0), (3, 0)):
+            raise ValueError(f"unsupported .npy format version {version}")
+        read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, _, dtype = read(file)
+    except (SyntaxError, RecursionError, tokenize.TokenError) as error:  # parsing the header
+        raise ValueError(f"bad array header ({_one_line(error)})") from None
+    if any(dim < 0 for dim in shape):
+        raise ValueError(f"negative dimensions in shape {shape}")
+    need, have = math.prod(shape) * dtype.itemsize, size - file.tell()
+    # NumPy multiplies the dimensions in 64 bits, even when a zero one makes the array empty.
+    overflow = math.prod(dim for dim in shape if dim) * max(1, dtype.itemsize) >= 1 << 62
+    if need > have or overflow:
+        raise ValueError(f"the header's shape {shape} of {dtype} needs {need} bytes of data, "
+                         f"found {have}" + (" (its dimensions overflow)" if overflow else ""))
+
+
+def _check_npz_members(path: Path) -> None:
+    """Check the header of every ``.npy`` member of an ``.npz`` archive against the member's
+    size, and that size against what its compressed bytes can hold, so an archive that claims
+    huge arrays is refused before anything is allocated."""
+    with zipfile.ZipFile(path) as archive:
+        total = path.stat().st_size
+        for info in archive.infolist():
+            limit = {zipfile.ZIP_STORED: 1, zipfile.ZIP_DEFLATED: _DEFLATE_MAX_RATIO}.get(
+                info.compress_type)
+            if limit is None:
+                raise ValueError(f"member {info.filename!r}: expected stored or deflated data "
+                                 f"(as numpy writes), found compression method "
+                                 f"{info.compress_type}")
+            if info.flag_bits & 0x1:
+                raise ValueError(f"member {info.filename!r} is encrypted")
+            if info.compress_size > total or info.file_size > limit * info.compress_size + 64:
+                raise ValueError(f"member {info.filename!r} claims {info.file_size} bytes from "
+                                 f"{info.compress_size} compressed bytes in a {total}-byte file")
+            with archive.open(info) as member:
+                if member.read(6) != b"\x93NUMPY":
+                    continue  # not an array: numpy returns its bytes, the caller checks them
+            with archive.open(info) as member:
+                _check_npy_header(member, info.file_size)
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from hypothesis import settings
 # prints the reproduction blob of a failure. Select explicitly with HYPOTHESIS_PROFILE=...
 settings.register_profile("ci", deadline=None, print_blob=True)
 settings.register_profile("dev")
+# "fuzz" (`make fuzz`): the long run of tests/fuzz (random examples, 5000 per target).
+settings.register_profile("fuzz", deadline=None, print_blob=True, max_examples=5000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
