@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import pytest
 from amaranth.hdl import Cat, Const, Module, Signal
@@ -35,6 +36,7 @@ from amaranth.sim import Simulator
 
 from zipsgd.hw.arith import Rounder, format_top, saturate, saturate_runtime, shift_left_bounded
 from zipsgd.spec import fixed
+from zipsgd.spec.engine import DECAY_FRAC
 from zipsgd.spec.fixed import RAND_BITS, RoundingMode, shift_right
 
 MODES = list(RoundingMode)
@@ -223,66 +225,60 @@ def rounder_bench(width: int, max_shift: int, shift: int | None = None) -> LaneB
     return LaneBench(build, [width, RAND_BITS + 1], [width + 1], controls)
 
 
-def check_rounder(bench: LaneBench, width: int, shifts: Sequence[int], case_values,
-                  runtime_shift: bool, seed: int, every_offset: bool = False) -> int:
-    rng = random.Random(seed)
-    jobs, expected = [], []
-    for shift in shifts:
-        for mode in MODES:
-            cases = rounder_cases(width, shift, mode, case_values(shift, rng), rng, every_offset)
-            controls = {"mode": int(mode)} | ({"shift": shift} if runtime_shift else {})
-            jobs.append((controls, cases))
-            expected.append((shift, mode, cases, expected_rounding(cases, shift, mode)))
-    results = bench.run(jobs)
-    checked = 0
-    for (shift, mode, cases, want), got in zip(expected, results, strict=True):
-        bad = [(c, g, w) for c, g, w in zip(cases, got, want, strict=True) if g != w]
-        assert not bad, f"shift {shift}, {mode.name}: (value, rand), hw, spec: {bad[:5]}"
-        checked += len(cases)
-    return checked
+@dataclass(frozen=True)
+class RounderCase:
+    """One Rounder build and what it is driven with."""
+
+    width: int                  # value bits
+    max_shift: int
+    shifts: tuple[int, ...]
+    runtime_shift: bool         # a run-time shift signal, else one build per constant shift
+    every_offset: bool = False  # stochastic: every stratified word, else the threshold words
+    stride: int = 1             # keep every stride-th stratified value (wide words)
+
+    def values(self, shift: int, rng: random.Random) -> list[int]:
+        if self.width == 8:
+            return ALL_WORD8
+        return values_for_shift(self.width, shift, rng)[::self.stride]
 
 
 ALL_WORD8 = list(range(-128, 128))
+ROUNDERS = {
+    "runtime-8b": RounderCase(8, 7, tuple(range(8)), True, every_offset=True),
+    **{f"constant-8b-s{s}": RounderCase(8, 7, (s,), False) for s in range(8)},
+    "runtime-20b": RounderCase(20, 19, tuple(range(20)), True),
+    "update-52b-s40": RounderCase(52, 40, (0, 1, 2, 8, 15, 16, 17, 23, 24, 31, 32, 39, 40),
+                                  True, stride=3),
+    "residual-89b-s64": RounderCase(89, 64, (0, 1, 16, 17, 30, 47, 48, 63, 64), True, stride=3),
+    f"decay-57b-s{DECAY_FRAC}": RounderCase(57, DECAY_FRAC, (DECAY_FRAC,), False, stride=2),
+}
 
 
-def test_rounder_runtime_shift_every_8bit_value():
-    """Every 8-bit value, every shift 0..7 (run-time), every mode; stratified random words."""
-    bench = rounder_bench(8, 7)
-    check_rounder(bench, 8, range(8), lambda s, rng: ALL_WORD8, True, seed=8, every_offset=True)
+def rounder_jobs(name: str):
+    """(controls, cases) per shift and mode, and what the spec says for each case."""
+    case = ROUNDERS[name]
+    rng = random.Random(name)
+    jobs, expected = [], []
+    for shift in case.shifts:
+        for mode in MODES:
+            cases = rounder_cases(case.width, shift, mode, case.values(shift, rng), rng,
+                                  case.every_offset)
+            controls = {"mode": int(mode)} | ({"shift": shift} if case.runtime_shift else {})
+            jobs.append((controls, cases))
+            expected.append((shift, mode, cases, expected_rounding(cases, shift, mode)))
+    return jobs, expected
 
 
-@pytest.mark.parametrize("shift", range(8))
-def test_rounder_constant_shift_every_8bit_value(shift):
-    """The constant-shift build (the decay rounder's kind) for each shift 0..7."""
-    bench = rounder_bench(8, 7, shift=shift)
-    check_rounder(bench, 8, [shift], lambda s, rng: ALL_WORD8, False, seed=100 + shift)
-
-
-def test_rounder_runtime_shift_across_rand_bits():
-    """20-bit words, run-time shift 0..19: stochastic alignment on both sides of 16 bits."""
-    bench = rounder_bench(20, 19)
-    check_rounder(bench, 20, range(20), lambda s, rng: values_for_shift(20, s, rng), True,
-                  seed=20)
-
-
-@pytest.mark.parametrize("width, max_shift, shifts", [
-    (52, 40, [0, 1, 2, 8, 15, 16, 17, 23, 24, 31, 32, 39, 40]),
-    (89, 64, [0, 1, 16, 17, 30, 47, 48, 63, 64]),
-], ids=["update-52b-s40", "residual-89b-s64"])
-def test_rounder_engine_sizes(width, max_shift, shifts):
-    """The engine's update and residual rounders at their own widths (stratified values)."""
-    bench = rounder_bench(width, max_shift)
-    check_rounder(bench, width, shifts,
-                  lambda s, rng: values_for_shift(width, s, rng)[::3], True, seed=width)
-
-
-def test_rounder_engine_decay_constant_shift():
-    """The decay rounder: constant shift DECAY_FRAC = 24 (``eta * x1``, 57 bits)."""
-    from zipsgd.spec.engine import DECAY_FRAC
-
-    bench = rounder_bench(57, DECAY_FRAC, shift=DECAY_FRAC)
-    check_rounder(bench, 57, [DECAY_FRAC],
-                  lambda s, rng: values_for_shift(57, s, rng)[::2], False, seed=57)
+@pytest.mark.parametrize("name", list(ROUNDERS))
+def test_rounder_matches_spec(name):
+    """Every case of the configuration (see the module docstring) in every mode."""
+    case = ROUNDERS[name]
+    bench = rounder_bench(case.width, case.max_shift,
+                          None if case.runtime_shift else case.shifts[0])
+    jobs, expected = rounder_jobs(name)
+    for (shift, mode, cases, want), got in zip(expected, bench.run(jobs), strict=True):
+        bad = [(c, g, w) for c, g, w in zip(cases, got, want, strict=True) if g != w]
+        assert not bad, f"shift {shift}, {mode.name}: (value, rand), hw, spec: {bad[:5]}"
 
 
 # -- saturation ------------------------------------------------------------------------------
@@ -361,3 +357,27 @@ def test_format_top_and_bounded_shift():
     cases = [(v, a) for v in range(-32, 32) for a in range(16)]
     (got,) = shifts.run([({}, cases)])
     assert [g[0] & 0xFFF for g in got] == [((v & 63) << a) & 0xFFF for v, a in cases]
+
+
+if __name__ == "__main__":
+    # How many cases each test compares (docs/results/reliability.md quotes these figures):
+    # python tests/numerics/test_arith_exhaustive.py
+    total = 0
+    for name in ROUNDERS:
+        count = sum(len(cases) for _, cases in rounder_jobs(name)[0])
+        total += count
+        print(f"Rounder {name}: {count} cases")
+    rng41 = random.Random(41)
+    saturation = {
+        "saturate, widths 1..10, every 10-bit value": 10 * len(ALL_WORD10),
+        "saturate, width 32, corners": len(corner_values(32, 58, random.Random(32))),
+        "saturate_runtime, widths 1..8, every 10-bit value": 8 * len(ALL_WORD10),
+        "saturate_runtime, widths 2..32, corners": sum(len(corner_values(w, 41, rng41))
+                                                      for w in range(2, 33)),
+        "format_top, widths 1..32": 32,
+        "shift_left_bounded, every 6-bit value and 4-bit amount": 64 * 16,
+    }
+    for what, count in saturation.items():
+        total += count
+        print(f"{what}: {count} cases")
+    print(f"total: {total} cases compared with the spec")
