@@ -800,7 +800,8 @@ class NpzSource(ArraySource):
                         raise DatasetError(f"{name}: expected arrays 'X' and 'y' (or "
                                            f"'features' and 'labels'), found "
                                            f"{sorted(archive.files)}")
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error,
+                NotImplementedError) as error:  # the last: zip features zipfile lacks
             raise DatasetError(f"{name}: expected an .npz archive, found an unreadable file "
                                f"({_one_line(error)})") from None
         super().__init__(labels, features, name, n_features=n_features)

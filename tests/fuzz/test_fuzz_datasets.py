@@ -246,6 +246,23 @@ def test_npz_member_claiming_more_than_it_can_hold(tmp_path):
     expect_refused(lambda: NpzSource(path), "claims 4294967295 bytes")
 
 
+def test_npz_unsupported_zip_version(tmp_path):
+    """A member needing a newer zip version than Python's zipfile reads (found by the fuzzer:
+    zipfile raises NotImplementedError)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("X.npy", npy_bytes({"descr": "<f8", "fortran_order": False,
+                                             "shape": (1, 2)}, bytes(16)))
+        archive.writestr("y.npy", npy_bytes({"descr": "<f8", "fortran_order": False,
+                                             "shape": (1,)}, bytes(8)))
+    data = bytearray(buffer.getvalue())
+    central = data.index(b"PK\x01\x02")
+    data[central + 6] = 84  # "version needed to extract": 8.4
+    path = tmp_path / "future.npz"
+    path.write_bytes(bytes(data))
+    expect_refused(lambda: NpzSource(path), "expected an .npz archive", "zip file version 8.4")
+
+
 def test_npz_not_a_zip_file(tmp_path):
     path = tmp_path / "bad.npz"
     path.write_bytes(b"PK\x03\x04 not really a zip archive")
