@@ -231,3 +231,62 @@ def coverage_runs(params: EngineParams) -> list[dict]:
          "seed": 92, "changes": [None, {"encoding": 2, "bits": 32}, {"encoding": 1, "bits": 6}]},
     ]
     return runs
+
+
+# -- the figures ------------------------------------------------------------------------------
+
+def measure(n_random: int = 20, seed: int = 0, resets: int = 24,
+            params: EngineParams | None = None) -> dict:
+    """Run the stress set (one simulation for the patterns, one for the resets) and return
+    its figures; a mismatch raises :class:`zipsgd.sim.runner.SimulationFailed`."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
+    from zipsgd.sim import runner
+
+    params = params or EngineParams(bus_width=64, max_features=1024, max_batch=64)
+    plans = {"stress_patterns": {"cases": stress_cases(params, patterns(n_random, seed), seed)},
+             "resets_mid_stream": {"points": reset_points(params, resets, seed)}}
+    reports = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for testcase, plan in plans.items():
+            report = Path(tmp) / f"{testcase}.json"
+            result = runner.build_and_test(
+                ZipsgdEngine(params), TOP_NAME, "zipsgd.sim.stress_bench", testcase=testcase,
+                test_params={"params": params.__dict__, **plan},
+                extra_env={"ZIPSGD_SIM_REPORT": str(report)})
+            reports[testcase] = (json.loads(report.read_text()), result.seconds)
+    cases, cases_s = reports["stress_patterns"]
+    points, points_s = reports["resets_mid_stream"]
+    families = {}
+    for family in FAMILIES:
+        rows = [r for r in cases if r["family"] == family]
+        families[family] = {
+            "cases": len(rows), "fixed": sum(not r["name"].startswith("random") for r in rows),
+            "epochs": sum(r["epochs"] for r in rows), "beats": sum(r["beats"] for r in rows),
+            "cycles_starved": sum(r["cycles_starved"] for r in rows),
+            "cycles_update_stall": sum(r["cycles_update_stall"] for r in rows)}
+    landed: dict[str, int] = {}
+    for row in points:
+        key = f"{row['action']} {row['observed']}"
+        landed[key] = landed.get(key, 0) + 1
+    return {"patterns": len(cases), "fixed": len(FIXED_PATTERNS), "random": n_random,
+            "seed": seed, "families": families, "sim_s": round(cases_s + points_s, 1),
+            "reset_points": len(points), "landed": dict(sorted(landed.items())),
+            "aimed_as_planned": sum(r["observed"] == r["kind"] for r in points),
+            "recovery_beats": sum(r["recovery_beats"] for r in points), "mismatches": 0}
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m zipsgd.sim.stress",
+                                     description="Run the stress set and print its figures.")
+    parser.add_argument("--random", type=int, default=20, help="random patterns")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--resets", type=int, default=24, help="reset and abort points")
+    args = parser.parse_args()
+    print(json.dumps(measure(args.random, args.seed, args.resets), indent=1))
