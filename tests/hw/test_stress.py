@@ -100,6 +100,17 @@ def test_soak_configurations_replay_from_their_seed():
     assert {r["config"]["rounding"] for r in runs} == {0, 1, 2}
 
 
+def test_soak_names_the_failing_seed(tmp_path):
+    """The seed to replay is the first logged as failed, else the first never logged (a run
+    that crashed or hung the simulator)."""
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in (
+        {"soak": {"master_seed": 1}}, {"seed": 11, "ok": True, "beats": 5},
+        {"seed": 12, "ok": False, "error": "model words differ"})))
+    assert soak._failure([11, 12, 13], log) == 12
+    assert soak._failure([11, 13, 14], log) == 13
+
+
 def test_soak_refuses_an_empty_budget(capsys):
     with pytest.raises(SystemExit) as exit_info:
         soak.main(["--beats", "0"])
