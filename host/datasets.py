@@ -736,8 +736,12 @@ class NpySource(DataSource):
         super().__init__(str(path))
         try:
             with _py2_headers_quietly(), open(self.path, "rb") as file:
-                _check_npy_header(file, self.path.stat().st_size)
-                table = np.load(self.path, mmap_mode="r", allow_pickle=False)
+                if file.read(4) == b"PK\x03\x04":  # a zip archive: named below
+                    table = None
+                else:
+                    file.seek(0)
+                    _check_npy_header(file, self.path.stat().st_size)
+                    table = np.load(self.path, mmap_mode="r", allow_pickle=False)
         except (ValueError, OSError, EOFError) as error:
             raise DatasetError(f"{self.name}: expected a .npy array file, found an unreadable "
                                f"file ({_one_line(error)})") from None

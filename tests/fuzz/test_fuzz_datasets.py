@@ -263,6 +263,13 @@ def test_npz_unsupported_zip_version(tmp_path):
     expect_refused(lambda: NpzSource(path), "expected an .npz archive", "zip file version 8.4")
 
 
+def test_npz_archive_read_as_npy(tmp_path):
+    path = tmp_path / "archive.npy"
+    with open(path, "wb") as file:
+        np.savez(file, X=np.ones((2, 2)), y=np.ones(2))
+    expect_refused(lambda: NpySource(path), "expected a .npy array file, found a .npz archive")
+
+
 def test_npz_not_a_zip_file(tmp_path):
     path = tmp_path / "bad.npz"
     path.write_bytes(b"PK\x03\x04 not really a zip archive")
