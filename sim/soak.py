@@ -3,6 +3,7 @@ the golden model, every configuration logged with its seed so that a failure is 
 
     python -m zipsgd.sim.soak --beats 10000000 --seed 1     # `make soak`
     python -m zipsgd.sim.soak --replay SEED                 # one configuration again
+    python -m zipsgd.sim.soak --summarize                   # figures of the last soak's log
 
 A configuration is a pure function of its seed (:func:`soak_run`): encoding and bits, feature
 count, batch size, samples, epochs, update and rounding modes, formats, step, decay, threshold,
@@ -177,6 +178,31 @@ def soak(beats: int, master: int, log: Path, chunk_beats: int, timeout_s: float,
     return summary
 
 
+def summarize_log(log: Path) -> dict:
+    """Figures of the last soak in ``log`` (the entries after its last header), also when the
+    soak was stopped before its budget."""
+    header, entries = None, []
+    for line in log.read_text().splitlines():
+        entry = json.loads(line)
+        if "soak" in entry:
+            header, entries = entry["soak"], []
+        else:
+            entries.append(entry)
+    done = [e for e in entries if e["ok"]]
+    configs = [RunConfig(**e["config"]) for e in done]
+    return {"master_seed": header and header["master_seed"],
+            "planned_beats": header and header["beats"], "configs": len(done),
+            "epochs": sum(e["epochs"] for e in done), "beats": sum(e["beats"] for e in done),
+            "cycles": sum(e["cycles"] for e in done),
+            "sim_wall_s": round(sum(e["wall_s"] for e in done), 1),
+            "precisions": len({(c.encoding, c.bits) for c in configs}),
+            "batch_sizes": sorted({c.batch_size for c in configs}),
+            "frames_configs": sum(bool(e["frames"]) for e in done),
+            "idle_pattern_configs": sum(e["pattern"] is not None for e in done),
+            "mismatches": sum(not e["ok"] for e in entries),
+            "failed_seeds": [e["seed"] for e in entries if not e["ok"]]}
+
+
 def replay(seed: int, log: Path, timeout_s: float, params: EngineParams = SOAK_PARAMS,
            out=sys.stdout) -> int:
     """Run configuration ``seed`` alone; 0 when it is bit-exact."""
@@ -205,11 +231,18 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=float(
         os.environ.get("ZIPSGD_SIM_TIMEOUT", 7200)), help="seconds per simulator process")
     parser.add_argument("--summary", type=Path, help="write the summary JSON here")
+    parser.add_argument("--summarize", action="store_true",
+                        help="print the figures of the last soak in --log and stop")
     args = parser.parse_args(argv)
     if args.beats < 1 or args.chunk_beats < 1:
         parser.exit(2, f"soak: --beats and --chunk-beats must be at least 1, found "
                        f"{args.beats} and {args.chunk_beats}\n")
     try:
+        if args.summarize:
+            if not args.log.is_file():
+                parser.exit(2, f"soak: expected a soak log at {args.log}, found none\n")
+            print(json.dumps(summarize_log(args.log), indent=1))
+            return 0
         if args.replay is not None:
             return replay(args.replay, args.log, args.timeout)
         summary = soak(args.beats, args.seed, args.log, args.chunk_beats, args.timeout)

@@ -111,6 +111,22 @@ def test_soak_names_the_failing_seed(tmp_path):
     assert soak._failure([11, 13, 14], log) == 13
 
 
+def test_soak_summary_of_a_log(tmp_path):
+    """The figures count the last soak of the log only, and every failure."""
+    run = soak.soak_run(3)
+    entry = {"config": run["config"], "epochs": 2, "frames": False, "pattern": None,
+             "cycles": 120, "wall_s": 1.5}
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in (
+        {"soak": {"master_seed": 1, "beats": 50}}, {**entry, "seed": 1, "ok": True, "beats": 9},
+        {"soak": {"master_seed": 2, "beats": 100}},
+        {**entry, "seed": 2, "ok": True, "beats": 100},
+        {**entry, "seed": 3, "ok": False, "frames": True})))
+    summary = soak.summarize_log(log)
+    assert summary["master_seed"] == 2 and summary["configs"] == 1 and summary["beats"] == 100
+    assert summary["mismatches"] == 1 and summary["failed_seeds"] == [3]
+
+
 def test_soak_refuses_an_empty_budget(capsys):
     with pytest.raises(SystemExit) as exit_info:
         soak.main(["--beats", "0"])
