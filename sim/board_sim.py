@@ -24,12 +24,21 @@ from .runner import SimulationFailed, build, run
 __all__ = ["simulated_board", "build_board"]
 
 
+_BUILT: dict = {}
+
+
 def build_board(params: EngineParams, link_params: LinkParams = SIM_LINK, build_root=None):
-    """Verilate the simulated board for ``params`` (cached); the runner's BuildResult."""
-    # ASCRANGE: Amaranth writes a zero-width signal (e.g. a slice index when a beat is one
-    # slice) as ``wire [-1:0]``, which nothing reads.
-    return build(LinkedEngine(params, link_params), LinkedEngine.TOP_NAME, build_root=build_root,
-                 extra_build_args=("-Wno-ASCRANGE",))
+    """Verilate the simulated board for ``params`` (cached); the runner's BuildResult.  The
+    result is also kept for the life of the process, which saves elaborating the design again
+    to find its cached build."""
+    key = (params, link_params, None if build_root is None else str(build_root))
+    if key not in _BUILT:
+        _BUILT[key] = _build(params, link_params, build_root)
+    return _BUILT[key]
+
+
+def _build(params: EngineParams, link_params: LinkParams, build_root):
+    return build(LinkedEngine(params, link_params), LinkedEngine.TOP_NAME, build_root=build_root)
 
 
 @contextlib.contextmanager
