@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sklearn.datasets  # noqa: F401  (the LIBSVM loader imports it lazily: not a cost to measure)
 from hypothesis import given
 from hypothesis import strategies as st
 
