@@ -385,9 +385,8 @@ def train_stream_file(stream: StreamFile, settings: TrainSettings, progress=None
     (the float data are not in the file)."""
     header = stream.header
     if settings.backend not in ("golden", *ENGINE_BACKENDS):
-        raise ConfigError(f"a .zsgd file trains on the golden or verilator backend (or board, "
-                          f"board-sim), found "
-                          f"{settings.backend!r}")
+        raise ConfigError(f"a .zsgd file trains on the board, board-sim, golden or verilator "
+                          f"backend, found {settings.backend!r}")
     layout = header.layout
     settings = TrainSettings(**{**asdict(settings), "encoding": layout.encoding.name.lower(),
                                 "bits": layout.bits, "bus_width": layout.bus_width})
