@@ -33,8 +33,9 @@ from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signa
 
 from ..errors import ConfigError
 from ..spec.engine import PRODUCT_MAGNITUDE_LOG2, EngineParams, RunConfig
-from ..spec.stream import Encoding, StreamLayout
+from ..spec.stream import QUANT_FEATURE_FRAC, RAW_LABEL_FRAC, Encoding, StreamLayout
 from .core import SgdCore
+from .decoder import FieldDecoder
 from .regfile import RegisterFile
 from .synth import _tool_path
 
@@ -371,6 +372,39 @@ class AxiLiteHarness(Elaboratable):
         m.d.comb += Assert(waited <= limit)
 
 
+#: The largest decoded feature words (docs/ENGINE.md stage 1): quantized levels are in
+#: [-2**8, 2**8], raw32 words are clamped to [-2**30, 2**30].
+MAX_LEVEL = 1 << QUANT_FEATURE_FRAC
+MAX_RAW_WORD = 1 << RAW_LABEL_FRAC
+
+
+class DecoderHarness(Elaboratable):
+    """The field decoder (``hw/decoder.py``) for every beat, encoding and ``bits``.
+
+    Asserts, for every lane: ``|F1|, |F2| <= 2**8`` for the quantized encodings and
+    ``<= 2**30`` for raw32 (and for settings outside the table, which decode to 0).  These
+    bounds give ``|F * x| <= 2**39`` for every 32-bit model word ``x`` (and
+    ``|(F * x) >> 22| <= 2**39`` for raw32), the per-product bound the accumulator properties
+    assume.  The broken variant asserts bounds one smaller, which the extreme levels break.
+    """
+
+    def __init__(self, params: EngineParams, *, fault: str | None = None):
+        _choose(self, "fault", fault, (None, "tight"))
+        self.params, self.fault = params, fault
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.decoder = dec = FieldDecoder(bus_width=self.params.bus_width)
+        _free(m, dec.data, dec.encoding, dec.bits)
+        slack = 1 if self.fault == "tight" else 0
+        raw = dec.encoding == Encoding.RAW32
+        limit = Mux(raw, MAX_RAW_WORD - slack, MAX_LEVEL - slack)
+        for lane in range(self.params.bus_width // 2):
+            for word in (dec.first[lane], dec.second[lane]):
+                m.d.comb += Assert((word <= limit) & (word >= -limit))
+        return m
+
+
 class _AccumulatorHarness(Elaboratable):
     """The real core (one bit too narrow with ``fault="narrow"``) driven by any stream and
     any host; ``config`` fixes the configuration (else any valid one), an epoch has at most
@@ -403,11 +437,12 @@ class DotAccumulatorHarness(_AccumulatorHarness):
     """The per-sample dot-product accumulator (``dot_acc``, ``docs/ENGINE.md`` stage 2).
 
     Any input at all (no bus rules needed: the claim holds for every stream and every
-    configuration the core accepts).  The harness counts the slices accumulated since the
-    sample's first (``k``) and keeps the exact sum in a wider register.  Asserts: every slice
-    adds at most ``lanes * 2**39`` (``|tree_out|``); ``k`` never exceeds the most slices of a
-    sample (:func:`slices_bound`); ``|sum| <= k * lanes * 2**39``; and the accumulator holds
-    the exact sum (it never wraps).
+    configuration the core accepts; model words are any 32-bit words).  The per-slice sum
+    ``|tree_out| <= lanes * 2**39`` is assumed as a lemma (each product is at most ``2**39``:
+    :class:`DecoderHarness` and the word widths).  The harness counts the slices accumulated
+    since the sample's first (``k``) and keeps the exact sum in a wider register.  Asserts:
+    ``k`` never exceeds the most slices of a sample (:func:`slices_bound`);
+    ``|sum| <= k * lanes * 2**39``; and the accumulator holds the exact sum (it never wraps).
     """
 
     def _properties(self, m, core, taps):
@@ -424,8 +459,10 @@ class DotAccumulatorHarness(_AccumulatorHarness):
         with m.Elif(taps["dot_valid"]):
             m.d.sync += [k.eq(Mux(taps["dot_first"], 1, Mux(k > bound, k, k + 1))),
                          exact.eq(Mux(taps["dot_first"], tree, exact + tree))]
+        # A lemma, not a restriction: every product is at most 2**39 (DecoderHarness and the
+        # 32-bit model words), so the solver need not prove it through the multipliers.
+        m.d.comb += Assume(_magnitude_at_most(tree, per_slice))
         m.d.comb += [
-            Assert(_magnitude_at_most(tree, per_slice)),
             Assert(k <= bound),
             Assert(_magnitude_at_most(exact, k * per_slice)),
             Assert(taps["dot_acc"] == exact),
@@ -435,11 +472,13 @@ class DotAccumulatorHarness(_AccumulatorHarness):
 class GradientAccumulatorHarness(_AccumulatorHarness):
     """The gradient accumulators (``grad_sums``, ``docs/ENGINE.md`` stage 5).
 
-    A sum written is the old word plus one addend ``c`` (``|c| <= 2**39``); the old word is a
-    sum of at most ``B_max - 1`` earlier addends of the batch, or 0 for the batch's first
-    sample.  Asserts ``|c| <= 2**39`` for every lane and ``|written - c| <= (B_max-1) 2**39``,
-    which fails as soon as a sum wraps (a wrapped word is ``2**GACC_W`` away from the exact
-    one).  Epochs of at most ``B_max`` samples (one batch) keep the traces short.
+    A sum written is the old word plus one addend ``c``; ``|c| <= 2**39`` is assumed as a
+    lemma (``|e| <= 2**31`` for every scaled residual, which is any 32-bit word here, and
+    :class:`DecoderHarness`).
+    The old word is a sum of at most ``B_max - 1`` earlier addends of the batch, or 0 for the
+    batch's first sample.  Asserts ``|written - c| <= (B_max-1) 2**39`` for every lane, which
+    fails as soon as a sum wraps (a wrapped word is ``2**GACC_W`` away from the exact one).
+    Epochs of at most ``B_max`` samples (one batch) keep the traces short.
     """
 
     def _properties(self, m, core, taps):
@@ -449,7 +488,7 @@ class GradientAccumulatorHarness(_AccumulatorHarness):
         pairs = zip(taps["grad_addends"], taps["grad_sums"], strict=True)
         for lane, (addend, written) in enumerate(pairs):
             previous = _past(m, addend, f"addend_before{lane}")
-            m.d.comb += [Assert(_magnitude_at_most(addend, MAX_PRODUCT)),
+            m.d.comb += [Assume(_magnitude_at_most(addend, MAX_PRODUCT)),
                          Assert(~added | _magnitude_at_most(written - previous, limit))]
 
 
@@ -488,10 +527,19 @@ class FormalProperty:
     quick: bool = True
     #: Depth of the broken variant's run when it needs a longer trace (0: ``depth``).
     fault_depth: int = 0
+    #: Yosys selections of memories whose read data becomes a free value in every cycle
+    #: (``cutpoint``): a sound abstraction when the property holds for any stored word.
+    cut: tuple[str, ...] = ()
     #: A known failure of the real design (then the design's run is expected to FAIL and no
     #: broken variant is run).
     finding: str = ""
 
+
+#: Cut points (memories whose read data becomes any value in every cycle): every model word
+#: is any 32-bit word (|x| <= 2**31 holds for all of them) and every scaled residual popped
+#: is any 32-bit word (|e| <= 2**31 likewise); the model-update datapath drops out.
+_MODEL_MEMORY = "top/core.model_bank*"
+_SCALED_RESIDUALS = "top/core.scaled_residual_fifo.storage"
 
 PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
     FormalProperty(
@@ -529,22 +577,29 @@ PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
         "bmc", 20, lambda fault: AxiLiteHarness(SMALL, fault=fault, progress=True),
         "silent_model_port", "the model port never answers a read"),
     FormalProperty(
+        "decoder_levels",
+        "field decoder: |F1|, |F2| <= 2^8 (quantized) and <= 2^30 (raw32) for every beat, "
+        "encoding and bits, so every product is at most 2^39",
+        "prove", 1, lambda fault: DecoderHarness(SMALL, fault=fault),
+        "tight", "bounds one smaller (2^8 - 1, 2^30 - 1)"),
+    FormalProperty(
         "dot_accumulator",
-        "dot-product accumulator at N_max: every slice adds at most lanes*2^39, a sample has "
+        "dot-product accumulator at N_max: with slices of at most lanes*2^39, a sample has "
         "at most slices_bound slices, |acc| <= slices*lanes*2^39 and the accumulator never "
         "wraps (any stream, any configuration)",
         "prove", 12, lambda fault: DotAccumulatorHarness(
             SMALL, fault=fault, config=largest_values(SMALL) if fault else None),
         "narrow", "DOT_W one bit narrower (largest-values configuration)", quick=False,
-        fault_depth=24),
+        fault_depth=24, cut=(_MODEL_MEMORY, _SCALED_RESIDUALS)),
     FormalProperty(
         "grad_accumulator",
-        "gradient accumulators at B_max and the largest values: every addend |c| <= 2^39 and "
-        "no written sum wraps",
+        "gradient accumulators at B_max: with addends |c| <= 2^39, no written sum wraps "
+        "(largest-values configuration)",
         "bmc", 36,
         lambda fault: GradientAccumulatorHarness(SMALL, fault=fault,
                                                  config=largest_values(SMALL)),
-        "narrow", "GACC_W one bit narrower", quick=False),
+        "narrow", "GACC_W one bit narrower", quick=False,
+        cut=(_MODEL_MEMORY, _SCALED_RESIDUALS)),
 )}
 
 
@@ -611,6 +666,7 @@ _SBY = """\
 [options]
 mode {mode}
 depth {depth}
+vcd {vcd}
 
 [engines]
 smtbmc boolector
@@ -618,6 +674,8 @@ smtbmc boolector
 [script]
 read_rtlil top.il
 prep -top top
+flatten
+{cuts}opt_clean
 
 [files]
 top.il
@@ -629,15 +687,19 @@ _DONE = re.compile(r"DONE \((\w+), rc=\d+\)")
 
 
 def run(prop: FormalProperty, *, broken: bool = False, build_dir="build/formal",
-        timeout: float = 3600) -> FormalResult:
-    """Check ``prop`` (its broken variant with ``broken``) and return the verdict."""
+        timeout: float = 3600, vcd: bool = False) -> FormalResult:
+    """Check ``prop`` (its broken variant with ``broken``) and return the verdict.  Traces are
+    always written as Yosys witness files (``trace*.yw``); ``vcd`` adds VCD files, which take
+    minutes to write for the whole core."""
     variant = prop.fault if broken else "design"
     depth = prop.fault_depth if broken and prop.fault_depth else prop.depth
     work = Path(build_dir) / f"{prop.name}-{variant}"
     work.mkdir(parents=True, exist_ok=True)
     harness = prop.make(prop.fault if broken else None)
     (work / "top.il").write_text(rtlil.convert(harness, name="top", ports=[]))
-    (work / "check.sby").write_text(_SBY.format(mode=prop.mode, depth=depth))
+    cuts = "".join(f"cutpoint {selection}\n" for selection in prop.cut)
+    (work / "check.sby").write_text(_SBY.format(mode=prop.mode, depth=depth, cuts=cuts,
+                                                vcd="on" if vcd else "off"))
     tools = _Tools(Path(build_dir))
     started = time.monotonic()
     try:
@@ -653,6 +715,10 @@ def run(prop: FormalProperty, *, broken: bool = False, build_dir="build/formal",
     details = [m.group(1).strip() for m in map(_SUMMARY.search, log.splitlines()) if m]
     details = [d for d in details if "failed" in d or "reached" in d or "trace" in d
                or "returned" in d]
+    failed = [d for d in details if d.startswith("failed")]
+    if len(failed) > 3:  # a broken variant can break every lane at once: name a few
+        details = [d for d in details if d not in failed[3:]] + [
+            f"... and {len(failed) - 3} more failed assertions"]
     steps = [int(s) for d in details for s in _STEP.findall(d)]
     expected = "FAIL" if broken or prop.finding else "PASS"
     return FormalResult(prop.name, variant, prop.mode, depth, status, seconds, expected,
@@ -669,6 +735,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="only the quick properties")
     parser.add_argument("--no-broken", action="store_true", help="skip the broken variants")
     parser.add_argument("-o", "--build-dir", default="build/formal")
+    parser.add_argument("--vcd", action="store_true", help="write counterexample and cover "
+                                                           "traces as VCD too (slow)")
     parser.add_argument("--list", action="store_true", help="list the properties and exit")
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in PROPERTIES]
@@ -686,7 +754,7 @@ def main(argv=None) -> int:
     failures = 0
     for prop in chosen:
         for broken in (False,) if args.no_broken or prop.finding else (False, True):
-            result = run(prop, broken=broken, build_dir=args.build_dir)
+            result = run(prop, broken=broken, build_dir=args.build_dir, vcd=args.vcd)
             print(result.line(), flush=True)
             for detail in result.details:
                 print(f"    {detail}")

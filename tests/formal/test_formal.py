@@ -1,8 +1,8 @@
 """Formal properties of the engine (``hw/formal.py``), checked with yowasp-sby and Boolector.
 
-The quick properties (AXI4-Lite, each run a few seconds) run here with their broken variants,
-which must fail; the ones on the whole core take minutes each and are ``slow`` (``make formal``
-runs them all and ``docs/results/formal.md`` has the figures).
+The quick properties (AXI4-Lite and the decoder, a few seconds each) run here with their
+broken variants, which must fail; the ones on the whole core take minutes each and are
+``slow`` (``make formal`` runs them all and ``docs/results/formal.md`` has the figures).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def test_quick_property_holds_and_its_broken_variant_fails(prop, broken, build_d
     result = formal.run(prop, broken=broken, build_dir=build_dir)
     assert result.status == result.expected, "\n".join(result.details)
     if broken:  # the counterexample is a real trace
-        assert result.steps and (result.workdir / "engine_0" / "trace.vcd").is_file()
+        assert (result.workdir / "engine_0" / "trace.yw").is_file()
 
 
 @pytest.mark.slow
@@ -49,7 +49,7 @@ def test_core_property(prop, broken, build_dir):
 
 def test_quick_properties_are_the_axi_lite_ones():
     # Everything on the whole core takes minutes; the normal suite keeps the fast ones.
-    assert {p.name for p in QUICK} == {"axil_handshake", "axil_progress"}
+    assert {p.name for p in QUICK} == {"axil_handshake", "axil_progress", "decoder_levels"}
     assert all(p.fault for p in formal.PROPERTIES.values() if not p.finding)
 
 
@@ -84,6 +84,7 @@ def test_response_latency_is_two_per_feature_plus_four():
     lambda: formal.AxiLiteHarness(formal.SMALL, fault="registered_ready"),
     lambda: formal.DotAccumulatorHarness(formal.SMALL, fault="wide"),
     lambda: formal.GradientAccumulatorHarness(formal.SMALL, fault="wide"),
+    lambda: formal.DecoderHarness(formal.SMALL, fault="narrow"),
 ])
 def test_unknown_fault_or_check_is_a_config_error(make):
     with pytest.raises(ConfigError, match="must be one of"):
