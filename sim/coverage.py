@@ -157,7 +157,7 @@ class VerilogSource:
         for text_line in self.lines:
             stripped = text_line.strip()
             if stripped.startswith("module "):
-                module = stripped.split()[1].split("(")[0]
+                module = stripped.split()[1].split("(")[0].removeprefix("\\")
             self.module_of.append(module)
             found = _SRC.search(stripped)
             if found:
@@ -169,8 +169,19 @@ class VerilogSource:
             if stripped and not stripped.startswith("(*"):
                 pending = None
 
+    def module_lines(self, module: str):
+        return (t for t, m in zip(self.lines, self.module_of, strict=True) if m == module)
+
     def text(self, line: int) -> str:
         return self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+
+    def case_subject(self, line: int) -> str | None:
+        """The subject of the ``case``/``casez`` statement a case item at ``line`` belongs to."""
+        for k in range(line - 1, max(0, line - 400), -1):
+            found = re.match(r"\s*case[zx]?\s*\((.*)\)\s*$", self.lines[k - 1])
+            if found:
+                return found.group(1).strip(" {}")
+        return None
 
     def block_target(self, line: int) -> str | None:
         """The first signal assigned in the ``always`` block around ``line``."""
@@ -192,11 +203,19 @@ class VerilogSource:
             return self.src[(module, signal)]
         pattern = re.compile(r"^\s*(?:assign\s+)?(\\\S+|\w+)\s*<?=\s*" + re.escape(signal)
                              + r"\s*;")
-        for text_line in self.lines:
+        for text_line in self.module_lines(module):
             found = pattern.match(text_line)
             if found and (module, found.group(1)) in self.src:
                 return self.src[(module, found.group(1))]
-        return self.src.get((module, signal))
+        if (module, signal) in self.src:
+            return self.src[(module, signal)]
+        # An intermediate defined by an expression: the location Amaranth put inside it.
+        assign = re.compile(r"^\s*assign\s+" + re.escape(signal) + r"\s*=.*?" + _SRC.pattern)
+        for text_line in self.module_lines(module):
+            found = assign.match(text_line)
+            if found:
+                return found.group(1)
+        return None
 
 
 def _short(location: str | None) -> str:
@@ -220,6 +239,9 @@ def uncovered_lines(points: list[Point], verilog: str) -> list[dict]:
         found = re.match(r"\s*(?:if|casez|case)\s*\(\s*(\\\S+|[\w$]+)", text)
         if found:
             condition = found.group(1)
+        else:   # a case item: the first signal of the enclosing case subject
+            subject = source.case_subject(point.line)
+            condition = subject and _IDENT.search(subject).group(0)
         target = source.block_target(point.line)
         out.append({"module": point.module, "line": point.line, "lines": list(point.lines),
                     "kind": point.comment, "verilog": text,
@@ -274,15 +296,21 @@ def run(out_dir: Path, params: EngineParams = COVERAGE_PARAMS, timeout_s: float 
                         testcase=["engine_matches_golden", "framing_and_config_errors",
                                   "stress_patterns", "resets_mid_stream"],
                         test_params=coverage_plan(params), timeout_s=timeout_s)
-    points = merge([result.coverage_file])
-    summary = summarize(points)
-    uncovered = uncovered_lines(points, built.verilog_path.read_text())
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "coverage.dat").write_bytes(result.coverage_file.read_bytes())
-    write_info(points, out_dir / "coverage.info")
     info = {"params": params.__dict__, "verilator": find_verilator().version,
             "build_dir": str(built.build_dir), "tests": result.tests,
             "wall_s": time.monotonic() - started}
+    return report(out_dir, info)
+
+
+def report(out_dir: Path, info: dict) -> dict:
+    """Write the reports of ``out_dir/coverage.dat`` (the Verilog from ``info["build_dir"]``)."""
+    points = merge([out_dir / "coverage.dat"])
+    summary = summarize(points)
+    verilog = next(Path(info["build_dir"]).glob("*.amaranth.v")).read_text()
+    uncovered = uncovered_lines(points, verilog)
+    write_info(points, out_dir / "coverage.info")
     (out_dir / "summary.json").write_text(json.dumps({**info, **summary}, indent=1) + "\n")
     (out_dir / "uncovered.json").write_text(json.dumps(uncovered, indent=1) + "\n")
     (out_dir / "coverage.md").write_text(render(summary, uncovered, info))
@@ -295,12 +323,19 @@ def main(argv=None) -> int:
     parser.add_argument("-o", "--out", type=Path, default=Path("build/coverage"))
     parser.add_argument("--timeout", type=float, default=7200,
                         help="seconds for the simulator process")
+    parser.add_argument("--report-only", action="store_true",
+                        help="rewrite the reports from the coverage.dat already in --out")
     args = parser.parse_args(argv)
-    report = run(args.out, timeout_s=args.timeout)
-    total = report["total"]
+    if args.report_only:
+        info = json.loads((args.out / "summary.json").read_text())
+        result = report(args.out, {k: info[k] for k in ("params", "verilator", "build_dir",
+                                                         "tests", "wall_s")})
+    else:
+        result = run(args.out, timeout_s=args.timeout)
+    total = result["total"]
     print(f"coverage: lines {_percent(total['line'])}, line points "
           f"{_percent(total['line_points'])}, toggle points {_percent(total['toggle'])}; "
-          f"{report['uncovered']} uncovered line points listed in {args.out / 'coverage.md'}")
+          f"{result['uncovered']} uncovered line points listed in {args.out / 'coverage.md'}")
     return 0
 
 

@@ -204,6 +204,11 @@ def reset_points(params: EngineParams, count: int = 24, seed: int = 0) -> list[d
     return points
 
 
+#: Every precision the engine accepts (single sampling at every b as well).
+ALL_PRECISIONS = [("double", b) for b in range(1, 9)] + [("single", b) for b in range(1, 9)] + [
+    ("raw32", 32)]
+
+
 def coverage_runs(params: EngineParams) -> list[dict]:
     """Bit-exact runs for the coverage build: every precision with both update modes, every
     rounding mode, batch sizes 1 to B_max, feature counts around the lane count and up to
@@ -212,7 +217,8 @@ def coverage_runs(params: EngineParams) -> list[dict]:
     counts = (1, lanes - 1, lanes, lanes + 1, 3 * lanes + 5)
     batches = (1, 3, 16, params.max_batch)
     runs = []
-    for k, ((encoding, bits), mode) in enumerate(itertools.product(PRECISIONS, UpdateMode)):
+    for k, ((encoding, bits), mode) in enumerate(itertools.product(ALL_PRECISIONS,
+                                                                    UpdateMode)):
         batch = batches[k % len(batches)]
         runs.append({"config": run_config(encoding, bits, counts[k % len(counts)], batch,
                                           rounding=list(RoundingMode)[k % 3], mode=mode,

@@ -273,7 +273,9 @@ async def reset_point(tb: TB, params: EngineParams, point: dict) -> dict:
         dut.rst.value = 1     # with the beat still offered, if one was
         await ClockCycles(dut.clk, point["reset_cycles"])
         await tb.reset()
-        for offset, word in reset_words().items():
+        identity = {regs.register(name).offset: value
+                    for name, value in regs.identity_values(params).items()}
+        for offset, word in {**identity, **reset_words()}.items():
             got = await tb.read(offset)
             assert got == word, (f"{what}: {regs.register_at(offset).name} reads {got:#x} "
                                  f"after reset, expected {word:#x}")

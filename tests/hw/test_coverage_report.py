@@ -11,6 +11,8 @@ VERILOG = """module top(clk, rst, a, y);
   wire \\$1 ;
   (* src = "/x/zipsgd/hw/core.py:20" *)
   reg y = 1'h0;
+  wire \\$3 ;
+  assign \\$3  = ! (* src = "/x/zipsgd/hw/core.py:30" *) y;
   always @(posedge clk)
     y <= \\$2 ;
   always @* begin
@@ -18,7 +20,7 @@ VERILOG = """module top(clk, rst, a, y);
     if (\\$1 ) begin
       \\$2  = 1'h1;
     end
-    if (rst) begin
+    if (\\$3 ) begin
       \\$2  = 1'h0;
     end
   end
@@ -33,8 +35,8 @@ def _record(count, **fields):
 
 def _dat(tmp_path, name, counts):
     lines = ["# SystemC::Coverage-3\n",
-             _record(counts[0], f="top.v", l=10, S="10-11", page="v_line/top", o="if", h="TOP"),
-             _record(counts[1], f="top.v", l=13, S="13-14", page="v_line/top", o="if", h="TOP"),
+             _record(counts[0], f="top.v", l=12, S="12-13", page="v_line/top", o="if", h="TOP"),
+             _record(counts[1], f="top.v", l=15, S="15-16", page="v_line/top", o="if", h="TOP"),
              _record(counts[2], f="top.v", l=3, page="v_toggle/top", o="y", h="TOP"),
              _record(counts[3], f="top.v", l=5, page="v_toggle/top", o="a", h="TOP")]
     path = tmp_path / name
@@ -44,7 +46,7 @@ def _dat(tmp_path, name, counts):
 
 def test_summary_counts_lines_points_and_toggles(tmp_path):
     points = coverage.parse(_dat(tmp_path, "a.dat", [3, 0, 1, 0]))
-    assert [p.lines for p in points[:2]] == [(10, 11), (13, 14)]
+    assert [p.lines for p in points[:2]] == [(12, 13), (15, 16)]
     summary = coverage.summarize(points)
     assert summary["modules"]["top"] == {"line": [2, 4], "line_points": [1, 2],
                                          "toggle": [1, 2]}
@@ -63,13 +65,16 @@ def test_lcov_tracefile(tmp_path):
     info = tmp_path / "coverage.info"
     coverage.write_info(points, info)
     assert info.read_text().splitlines() == [
-        "TN:zipsgd_engine", "SF:top.v", "DA:10,3", "DA:11,3", "DA:13,0", "DA:14,0", "LF:4",
+        "TN:zipsgd_engine", "SF:top.v", "DA:12,3", "DA:13,3", "DA:15,0", "DA:16,0", "LF:4",
         "LH:2", "end_of_record"]
 
 
 def test_uncovered_lines_lead_back_to_the_amaranth_source(tmp_path):
     points = coverage.parse(_dat(tmp_path, "a.dat", [0, 5, 1, 0]))
     (row,) = coverage.uncovered_lines(points, VERILOG)
-    assert row["line"] == 10 and row["verilog"] == "if (\\$1 ) begin"
+    assert row["line"] == 12 and row["verilog"] == "if (\\$1 ) begin"
     assert row["condition_src"] == "hw/core.py:10"
     assert row["drives"] == "\\$2" and row["drives_src"] == "hw/core.py:20"
+    points = coverage.parse(_dat(tmp_path, "b.dat", [1, 0, 1, 0]))
+    (row,) = coverage.uncovered_lines(points, VERILOG)
+    assert row["condition"] == "\\$3" and row["condition_src"] == "hw/core.py:30"
