@@ -215,8 +215,8 @@ class StreamHarness(Elaboratable):
         every counter of :data:`RESTARTED_COUNTERS` is 0 in the cycle after an accepted
         start ("counters restart at every start").
     ``"cover"``
-        a full sample reaches the dot-product accumulator (its last slice), a fused model
-        update (a batch boundary), the end of an epoch.
+        a full sample reaches the dot-product accumulator (its last slice); a fused model
+        update completes (a batch boundary).
     """
 
     CHECKS = ("handshake", "restart", "cover")
@@ -242,8 +242,7 @@ class StreamHarness(Elaboratable):
         _hold_until_ready(m, core.s_valid, ready, [core.s_data, core.s_last], "s_axis")
         accepted = core.start & ~core.busy
         if self.check == "cover":
-            m.d.comb += [Cover(taps["dot_valid"] & taps["dot_last"]),
-                         Cover(core.updates != 0), Cover(core.done)]
+            m.d.comb += [Cover(taps["dot_valid"] & taps["dot_last"]), Cover(core.updates != 0)]
         elif self.check == "restart":
             after_start = _past(m, accepted, "accepted_before")
             for name in RESTARTED_COUNTERS:
@@ -413,14 +412,14 @@ class _AccumulatorHarness(Elaboratable):
     SAMPLES = 1 << 20
 
     def __init__(self, params: EngineParams, *, fault: str | None = None,
-                 config: RunConfig | None = None):
-        _choose(self, "fault", fault, (None, "narrow"))
+                 config: RunConfig | None = None, faults: tuple = ("narrow",)):
+        _choose(self, "fault", fault, (None, *faults))
         self.params, self.fault, self.config = params, fault, config
 
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        built = p if self.fault is None else NarrowAccumulators(
+        built = p if self.fault != "narrow" else NarrowAccumulators(
             p.bus_width, p.max_features, p.max_batch, p.lanes)
         core = _elaborate_core(m, built, platform)
         _drive_config(m, core, self.config, self.SAMPLES)
@@ -440,10 +439,25 @@ class DotAccumulatorHarness(_AccumulatorHarness):
     configuration the core accepts; model words are any 32-bit words).  The per-slice sum
     ``|tree_out| <= lanes * 2**39`` is assumed as a lemma (each product is at most ``2**39``:
     :class:`DecoderHarness` and the word widths).  The harness counts the slices accumulated
-    since the sample's first (``k``) and keeps the exact sum in a wider register.  Asserts:
-    ``k`` never exceeds the most slices of a sample (:func:`slices_bound`);
-    ``|sum| <= k * lanes * 2**39``; and the accumulator holds the exact sum (it never wraps).
+    since the sample's first (``k``) and keeps the exact sum in a wider register.  ``check``:
+
+    ``"sum"``
+        assuming ``k <= slices_bound`` (what ``"slices"`` checks), asserts
+        ``|sum| <= k * lanes * 2**39`` and that the accumulator holds the exact sum (it never
+        wraps); ``fault="narrow"`` builds ``DOT_W`` one bit narrower.
+    ``"slices"``
+        asserts ``k <= slices_bound`` (:func:`slices_bound`); ``fault="tight"`` asserts one
+        slice less, which a sample of the densest layout breaks.
     """
+
+    CHECKS = ("sum", "slices")
+
+    def __init__(self, params: EngineParams, *, check: str = "sum", fault: str | None = None,
+                 config: RunConfig | None = None):
+        _choose(self, "check", check, self.CHECKS)
+        self.check = check
+        super().__init__(params, fault=fault, config=config,
+                         faults=("narrow",) if check == "sum" else ("tight",))
 
     def _properties(self, m, core, taps):
         p = self.params
@@ -462,19 +476,20 @@ class DotAccumulatorHarness(_AccumulatorHarness):
         # A lemma, not a restriction: every product is at most 2**39 (DecoderHarness and the
         # 32-bit model words), so the solver need not prove it through the multipliers.
         m.d.comb += Assume(_magnitude_at_most(tree, per_slice))
-        m.d.comb += [
-            Assert(k <= bound),
-            Assert(_magnitude_at_most(exact, k * per_slice)),
-            Assert(taps["dot_acc"] == exact),
-        ]
+        if self.check == "slices":
+            m.d.comb += Assert(k <= bound - (self.fault == "tight"))
+            return
+        m.d.comb += [Assume(k <= bound),
+                     Assert(_magnitude_at_most(exact, k * per_slice)),
+                     Assert(taps["dot_acc"] == exact)]
 
 
 class GradientAccumulatorHarness(_AccumulatorHarness):
     """The gradient accumulators (``grad_sums``, ``docs/ENGINE.md`` stage 5).
 
-    A sum written is the old word plus one addend ``c``; ``|c| <= 2**39`` is assumed as a
-    lemma (``|e| <= 2**31`` for every scaled residual, which is any 32-bit word here, and
-    :class:`DecoderHarness`).
+    A sum written is the old word plus one addend ``c``; the products ``c`` are cut points
+    (any values) and ``|c| <= 2**39`` is assumed as a lemma (``|e| <= 2**31`` for every 32-bit
+    scaled residual and :class:`DecoderHarness`).
     The old word is a sum of at most ``B_max - 1`` earlier addends of the batch, or 0 for the
     batch's first sample.  Asserts ``|written - c| <= (B_max-1) 2**39`` for every lane, which
     fails as soon as a sum wraps (a wrapped word is ``2**GACC_W`` away from the exact one).
@@ -540,6 +555,9 @@ class FormalProperty:
 #: is any 32-bit word (|e| <= 2**31 likewise); the model-update datapath drops out.
 _MODEL_MEMORY = "top/core.model_bank*"
 _SCALED_RESIDUALS = "top/core.scaled_residual_fifo.storage"
+#: The registers of the gradient products ``c`` (stage G2): free values, bounded by the
+#: gradient harness's lemma, so the solver need not bit-blast the multipliers.
+_GRADIENT_PRODUCTS = "top/w:core.g2_c* %ci1:+[Q] top/w:* %d"
 
 PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
     FormalProperty(
@@ -556,13 +574,12 @@ PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
         quick=False, finding="an increment in the start cycle wins over the restart"),
     FormalProperty(
         "stream_cover",
-        "a full sample reaches the accumulator's last slice; a fused update at a batch "
-        "boundary; the end of an epoch (1-bit double sampling, n = N_max, batches of 1, "
-        "2 samples)",
+        "a full sample reaches the accumulator's last slice; a fused update completes at a "
+        "batch boundary (1-bit double sampling, n = N_max, batches of 1, 2 samples)",
         "cover", 40,
         lambda fault: StreamHarness(SMALL, check="cover", fault=fault, samples=2,
                                     config=largest_values(SMALL).with_(batch_size=1)),
-        "no_start", "the host never starts an epoch", quick=False),
+        "no_start", "the host never starts an epoch", quick=False, fault_depth=14),
     FormalProperty(
         "axil_handshake",
         "AXI4-Lite slave: BVALID/RVALID and their payloads held until BREADY/RREADY; a "
@@ -584,22 +601,28 @@ PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
         "tight", "bounds one smaller (2^8 - 1, 2^30 - 1)"),
     FormalProperty(
         "dot_accumulator",
-        "dot-product accumulator at N_max: with slices of at most lanes*2^39, a sample has "
-        "at most slices_bound slices, |acc| <= slices*lanes*2^39 and the accumulator never "
-        "wraps (any stream, any configuration)",
-        "prove", 12, lambda fault: DotAccumulatorHarness(
+        "dot-product accumulator at N_max: with slices of at most lanes*2^39 and samples of at "
+        "most slices_bound slices (sample_slices), |acc| <= slices*lanes*2^39 and the "
+        "accumulator never wraps (any stream, any configuration)",
+        "prove", 4, lambda fault: DotAccumulatorHarness(
             SMALL, fault=fault, config=largest_values(SMALL) if fault else None),
         "narrow", "DOT_W one bit narrower (largest-values configuration)", quick=False,
         fault_depth=24, cut=(_MODEL_MEMORY, _SCALED_RESIDUALS)),
     FormalProperty(
+        "sample_slices",
+        "a sample reaches the dot-product accumulator in at most slices_bound slices (any "
+        "stream, any configuration)",
+        "bmc", 20, lambda fault: DotAccumulatorHarness(SMALL, check="slices", fault=fault),
+        "tight", "one slice less", quick=False, cut=(_MODEL_MEMORY, _SCALED_RESIDUALS)),
+    FormalProperty(
         "grad_accumulator",
         "gradient accumulators at B_max: with addends |c| <= 2^39, no written sum wraps "
-        "(largest-values configuration)",
-        "bmc", 36,
-        lambda fault: GradientAccumulatorHarness(SMALL, fault=fault,
-                                                 config=largest_values(SMALL)),
+        "(largest-values configuration, one feature so that a batch is short)",
+        "bmc", 26,
+        lambda fault: GradientAccumulatorHarness(
+            SMALL, fault=fault, config=largest_values(SMALL).with_(n_features=1)),
         "narrow", "GACC_W one bit narrower", quick=False,
-        cut=(_MODEL_MEMORY, _SCALED_RESIDUALS)),
+        cut=(_MODEL_MEMORY, _SCALED_RESIDUALS, _GRADIENT_PRODUCTS)),
 )}
 
 
