@@ -392,7 +392,10 @@ def _markdown(results: list[dict], command: str, seconds: float) -> str:
              "(raw32: 32 bits per field plus padding). The CPU row is NumPy mini-batch SGD "
              "(float64, plain updates, same schedule) measured on the machine above, median of "
              "several runs, wall time to the same target (`zipsgd.host.cpu_baseline`); its speedup "
-             "column is raw32's modeled time over the CPU's measured time.", "",
+             "column is raw32's modeled time over the CPU's measured time. The CPU time depends "
+             "on the machine's load: each section gives the 1-minute load average when it was "
+             "measured (a load above the CPU count slows the baseline down by about that "
+             "factor).", "",
              "Context (published, not measured here):", ""]
     lines += [f"* {ref}" for ref in REFERENCES]
     met = sum(r["goal_met"] for r in results)
