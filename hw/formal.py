@@ -216,7 +216,7 @@ class StreamHarness(Elaboratable):
         start ("counters restart at every start").
     ``"cover"``
         a full sample reaches the dot-product accumulator (its last slice); a fused model
-        update completes (a batch boundary).
+        update completes (a batch boundary); the epoch ends.
     """
 
     CHECKS = ("handshake", "restart", "cover")
@@ -242,7 +242,8 @@ class StreamHarness(Elaboratable):
         _hold_until_ready(m, core.s_valid, ready, [core.s_data, core.s_last], "s_axis")
         accepted = core.start & ~core.busy
         if self.check == "cover":
-            m.d.comb += [Cover(taps["dot_valid"] & taps["dot_last"]), Cover(core.updates != 0)]
+            m.d.comb += [Cover(taps["dot_valid"] & taps["dot_last"]),
+                         Cover(core.updates != 0), Cover(core.done)]
         elif self.check == "restart":
             after_start = _past(m, accepted, "accepted_before")
             for name in RESTARTED_COUNTERS:
@@ -575,7 +576,8 @@ PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
     FormalProperty(
         "stream_cover",
         "a full sample reaches the accumulator's last slice; a fused update completes at a "
-        "batch boundary (1-bit double sampling, n = N_max, batches of 1, 2 samples)",
+        "batch boundary; the epoch ends (1-bit double sampling, n = N_max, batches of 1, "
+        "2 samples)",
         "cover", 40,
         lambda fault: StreamHarness(SMALL, check="cover", fault=fault, samples=2,
                                     config=largest_values(SMALL).with_(batch_size=1)),
