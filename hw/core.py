@@ -325,9 +325,8 @@ class SgdCore(wiring.Component):
         counters = [self.loss, self.beats, self.samples, self.cycles_busy, self.cycles_starved,
                     self.cycles_update_stall, self.updates, self.model_saturations,
                     self.residual_saturations, self.discarded_beats]
-        with m.If(start_ok):
-            m.d.sync += [c.eq(0) for c in counters] + [self.done.eq(0),
-                                                       self.loss_saturated.eq(0)]
+        # (They are cleared at start at the end of elaborate: the last assignment wins over an
+        # increment in the same cycle.)
         with m.If(self.busy):
             m.d.sync += self.cycles_busy.eq(self.cycles_busy + 1)
 
@@ -879,6 +878,13 @@ class SgdCore(wiring.Component):
             self.model_rvalid.eq(port_pending | (self.model_read & self.busy)),
             self.model_rdata.eq(Mux(port_pending, bank_data[port_pending_bank], 0)),
         ]
+        # Counters restart at an accepted start.  Last in the module, so that this assignment
+        # wins over any increment in the start cycle (a discarded beat, a sample leaving the
+        # pipeline; found by the formal property ``counter_restart``).
+        with m.If(start_ok):
+            m.d.sync += [c.eq(0) for c in counters] + [self.done.eq(0),
+                                                       self.loss_saturated.eq(0)]
+
         # Internal signals the formal harness (``zipsgd.hw.formal``) states properties about;
         # set at elaboration, so a harness elaborates the core itself and then reads them.
         self.formal_taps = {
