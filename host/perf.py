@@ -83,7 +83,8 @@ class Platform:
 PLATFORMS: dict[str, Platform] = {p.name: p for p in (
     Platform("ulx3s-85f", 40e6, 25e6, 64,
              "ULX3S (ECP5-85F): 32 MB 16-bit SDR SDRAM clocked at the board's 25 MHz "
-             "oscillator = 50 MB/s peak, 80 % sustained (estimate); engine at 25 MHz (estimate)"),
+             "oscillator = 50 MB/s peak, 80 % sustained (estimate); the 8-lane board build at "
+             "25 MHz (its post-placement estimate is 24.9 MHz)", lanes=8),
     Platform("orangecrab", 288e6, 48e6, 64,
              "OrangeCrab (ECP5): 16-bit DDR3L, LiteDRAM 1:2 PHY at 48 MHz system clock = "
              "384 MB/s peak, 75 % sustained (estimate); engine at 48 MHz (estimate)"),
