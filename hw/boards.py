@@ -31,7 +31,8 @@ from ..errors import ConfigError
 from ..spec.engine import EngineParams
 from .hostlink import LinkedEngine, LinkParams
 
-__all__ = ["BOARDS", "Board", "PllConfig", "pll_dividers", "board_platform", "EngineBoardTop"]
+__all__ = ["BOARDS", "Board", "PllConfig", "pll_dividers", "board_platform", "ClockedTop",
+           "EngineBoardTop"]
 
 # ECP5 EHXPLLL limits (Lattice TN1263 / ecppll): PFD 3.125..400 MHz, VCO 400..800 MHz.
 _PFD_MIN, _PFD_MAX = 3.125, 400.0
@@ -126,7 +127,28 @@ def pll_dividers(f_in_mhz: float, f_out_mhz: float) -> PllConfig:
     return best[1]
 
 
-class EngineBoardTop(wiring.Component):
+class ClockedTop(wiring.Component):
+    """Base of the build tops (board and out of context): an engine build and its target
+    clock, checked up front; no signature ports (a top requests pins from the platform)."""
+
+    def __init__(self, params: EngineParams, freq_mhz: float):
+        if not isinstance(params, EngineParams):
+            raise TypeError(f"params must be EngineParams, found {params!r}")
+        if not 1.0 <= float(freq_mhz) <= 400.0:
+            raise ConfigError(f"freq_mhz must be in 1..400, found {freq_mhz!r}")
+        self._params, self._freq = params, float(freq_mhz)
+        super().__init__({})
+
+    @property
+    def params(self) -> EngineParams:
+        return self._params
+
+    @property
+    def freq_mhz(self) -> float:
+        return self._freq
+
+
+class EngineBoardTop(ClockedTop):
     """The engine on a board (see the module docstring).
 
     Parameters
@@ -148,23 +170,11 @@ class EngineBoardTop(wiring.Component):
 
     def __init__(self, params: EngineParams, *, board: str = "ulx3s-85f",
                  freq_mhz: float = 100.0, ooc: bool = False, baud: int = 115200):
-        if not isinstance(params, EngineParams):
-            raise TypeError(f"params must be EngineParams, found {params!r}")
         if board not in BOARDS:
             raise ConfigError(f"board must be one of {sorted(BOARDS)}, found {board!r}")
-        if not 1.0 <= float(freq_mhz) <= 400.0:
-            raise ConfigError(f"freq_mhz must be in 1..400, found {freq_mhz!r}")
-        self._params, self._board, self._freq, self._ooc = params, board, float(freq_mhz), ooc
-        self._link = LinkParams.for_board(self._freq, baud)
-        super().__init__({})
-
-    @property
-    def params(self) -> EngineParams:
-        return self._params
-
-    @property
-    def freq_mhz(self) -> float:
-        return self._freq
+        self._board, self._ooc = board, ooc
+        self._link = LinkParams.for_board(float(freq_mhz), baud)
+        super().__init__(params, freq_mhz)
 
     def elaborate(self, platform):
         m = Module()

@@ -20,8 +20,8 @@ from amaranth.hdl import Cat, ClockDomain, Module, ResetInserter, Signal
 from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In
 
-from ..errors import ConfigError
 from ..spec.engine import EngineParams
+from .boards import ClockedTop
 from .top import ZipsgdEngine
 
 __all__ = ["EngineOocTop"]
@@ -55,7 +55,7 @@ def xor_fold(m, bits) -> Signal:
     return level[0]
 
 
-class EngineOocTop(wiring.Component):
+class EngineOocTop(ClockedTop):
     """:class:`~zipsgd.hw.top.ZipsgdEngine` with registered, LFSR-driven inputs and
     XOR-folded outputs, clocked from the board's clock pin.
 
@@ -67,20 +67,7 @@ class EngineOocTop(wiring.Component):
     """
 
     def __init__(self, params: EngineParams, *, freq_mhz: float = 100.0):
-        if not isinstance(params, EngineParams):
-            raise TypeError(f"params must be EngineParams, found {params!r}")
-        if not 1.0 <= float(freq_mhz) <= 400.0:
-            raise ConfigError(f"freq_mhz must be in 1..400, found {freq_mhz!r}")
-        self._params, self._freq = params, float(freq_mhz)
-        super().__init__({})
-
-    @property
-    def params(self) -> EngineParams:
-        return self._params
-
-    @property
-    def freq_mhz(self) -> float:
-        return self._freq
+        super().__init__(params, freq_mhz)
 
     def elaborate(self, platform):
         m = Module()
