@@ -1,12 +1,13 @@
 """Memory-bandwidth performance model: how long one epoch takes on a given platform.
 
-The engine consumes one AXI4-Stream beat per clock; an epoch is bounded either by how fast
-memory delivers the packed samples or by the engine's clock, plus the cycles the engine spends
-at batch boundaries and at the end of the epoch. The model is::
+The engine issues one slice per clock (one AXI4-Stream beat when the beat's fields fit its
+lanes, ``StreamLayout.slices_per_sample``); an epoch is bounded either by how fast memory
+delivers the packed samples or by the engine's clock, plus the cycles the engine spends at
+batch boundaries and at the end of the epoch. The model is::
 
     bytes          = n_samples * beats_per_sample * W / 8           (padding included)
     memory time    = bytes / bandwidth
-    engine time    = beats / f_clk
+    engine time    = n_samples * slices_per_sample / f_clk
     boundary cost  = (update stalls + epoch overhead) / f_clk
     time           = max(memory time, engine time) + boundary cost
 
@@ -75,7 +76,8 @@ class Platform:
 
     @property
     def engine_bandwidth(self) -> float:
-        """Bytes/s the engine consumes when it streams one beat per clock."""
+        """Bytes/s the engine consumes when it streams one beat per clock (every beat one
+        slice: at most ``lanes`` fields per beat)."""
         return self.clock_hz * self.bus_width / 8
 
 

@@ -309,7 +309,8 @@ REGISTERS: tuple[Register, ...] = (
              "B_max, the largest mini-batch (`EngineParams.max_batch`).", "identity",
              param="max_batch"),
     Register("LANES", 0x014, "ro", _single("lanes"),
-             "Lanes L = W/2 (`EngineParams.lanes`).", "identity", param="lanes"),
+             "Lanes L: fields processed per clock, a power of two from 2 to W/2 "
+             "(`EngineParams.lanes`).", "identity", param="lanes"),
     # -- control and status -----------------------------------------------------------------
     Register("CTRL", 0x020, "wo", (
         Field("start", 0, 1, 0, "start an epoch (resets the epoch counters and STATUS.DONE); "
