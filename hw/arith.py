@@ -2,8 +2,9 @@
 ``zipsgd.spec.fixed`` (``docs/ENGINE.md`` says where each is used).
 
 All functions take and return Amaranth values; they add no registers, so the caller decides the
-pipelining.  Widths are explicit: every narrowing below is a documented step, never an implicit
-truncation by assignment.
+pipelining.  The exceptions are :class:`Product`, a multiplier that is its own pipeline, and
+:meth:`Rounder.pipelined`.  Widths are explicit: every narrowing below is a documented step,
+never an implicit truncation by assignment.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
 from ..spec.fixed import RAND_BITS, RoundingMode
 
 __all__ = ["saturate", "saturate_runtime", "format_top", "shift_left_bounded", "Rounder",
-           "rotate", "popcount"]
+           "Product", "rotate", "popcount"]
 
 
 def saturate(value: Value, width: int) -> tuple[Value, Value]:
@@ -107,6 +108,117 @@ class Rounder:
         result = Mux(self.mode == RoundingMode.TRUNCATE, floor,
                      Mux(self.mode == RoundingMode.HALF_EVEN, half_even, stochastic))
         return result[: width + 1].as_signed()
+
+    def pipelined(self, m, value: Value, rand: Value, name: str) -> tuple[Signal, int]:
+        """:meth:`apply` over three clock cycles; returns ``(result, latency)``.
+
+        The same function, rearranged so that no cycle has more than one shifter or one carry
+        chain: with ``v = floor * 2**s + dropped``,
+
+        * half-even: ``floor + up`` (``up`` as in :meth:`apply`; 0 when ``s = 0``);
+        * stochastic: ``(v + offset) >> s = floor + ((dropped + offset) >> s)``, and as
+          ``dropped, offset < 2**s`` the last term is the bit ``s`` of ``dropped + offset``.
+
+        Cycle 1: ``floor``, ``dropped`` and ``offset``; cycle 2: the increment (0 or 1);
+        cycle 3: ``floor + increment``.  The mode and the shift must hold still while a value
+        is inside.
+        """
+        v = value.as_signed()
+        width = len(v)
+        assert width > self.max_shift, "Rounder: value must be wider than the largest shift"
+        span = self.span
+
+        def register(label, shape, expr):
+            sig = Signal(shape, name=f"{name}_{label}")
+            m.d.sync += sig.eq(expr)
+            return sig
+
+        floor1 = register("floor", signed(width), v >> self.shift)
+        dropped = register("dropped", span, v.as_unsigned()[:span] & self.mask)
+        if isinstance(self.shift, Const):
+            offset_expr = Cat(Const(0, self.shift.value), rand)[RAND_BITS:] \
+                if self.shift.value else Const(0, 1)
+        else:
+            offset_expr = shift_left_bounded(rand, self.shift, span + RAND_BITS)[RAND_BITS:]
+        offset = register("offset", span, offset_expr)
+
+        up = (dropped > self.half) | ((dropped == self.half) & floor1[0])
+        carry_out = ((dropped + offset) & ~Cat(self.mask, Const(0, 1))).any()
+        increment = register("increment", 1, Mux(
+            self.mode == RoundingMode.TRUNCATE, 0,
+            Mux(self.mode == RoundingMode.HALF_EVEN, up & ~self.is_zero, carry_out)))
+        floor2 = register("floor2", signed(width), floor1)
+        result = register("result", signed(width + 1), floor2 + increment)
+        return result, 3
+
+
+#: Low limbs of a :class:`Product` operand are this many bits, unsigned; with the signed top limb
+#: of at most ``LIMB_BITS + 1`` bits every limb is an 18-bit signed number, so that each partial
+#: product is one ECP5 MULT18X18D.
+LIMB_BITS = 17
+
+
+def _limbs(value: Value) -> list[tuple[Value, int]]:
+    """``value`` as ``(limb, offset)`` pairs, ``value == sum(limb << offset)``: every limb is a
+    signed value of at most ``LIMB_BITS + 1`` bits (low limbs zero-extended, the top limb
+    signed when ``value`` is)."""
+    signed_value = value.shape().signed
+    width = len(value)
+    top_max = LIMB_BITS + 1 if signed_value else LIMB_BITS
+    limbs, offset = [], 0
+    while width - offset > top_max:
+        limbs.append((Cat(value[offset:offset + LIMB_BITS], Const(0, 1)).as_signed(), offset))
+        offset += LIMB_BITS
+    top = value[offset:]
+    limbs.append((top.as_signed() if signed_value else Cat(top, Const(0, 1)).as_signed(),
+                  offset))
+    return limbs
+
+
+class Product:
+    """``a * b`` as a pipeline: exact, of the shape of Amaranth's ``a * b``, in ``value``
+    ``latency`` clock cycles after ``a`` and ``b`` (``sync`` domain, no enable: the caller
+    carries its valid bits alongside).
+
+    Stage 1 registers every limb product (:func:`_limbs`: each one 18 x 18 signed multiplier);
+    the following stages add the shifted partial products in a tree, at most two additions
+    deep per stage.  The additions are done modulo ``2**len(value)``: the true product fits
+    that width, so the wrap of an intermediate sum cancels (the result is exact, and narrower
+    sums make shorter carry chains).
+    """
+
+    def __init__(self, m, a: Value, b: Value, name: str):
+        shape = (a * b).shape()
+        width = shape.width
+
+        def fit(value):
+            # Cut to the product's width; a narrower value stays signed, so that it is
+            # sign-extended where it is added (a slice would zero-extend it).
+            return value[:width] if len(value) > width else value
+
+        def register(value, label):
+            sig = Signal(width, name=f"{name}_{label}")
+            m.d.sync += sig.eq(value)
+            return sig
+
+        level = []
+        for i, (limb_a, offset_a) in enumerate(_limbs(a)):
+            for j, (limb_b, offset_b) in enumerate(_limbs(b)):
+                partial = Signal(signed(len(limb_a) + len(limb_b)), name=f"{name}_p{i}_{j}")
+                m.d.sync += partial.eq(limb_a * limb_b)
+                level.append(fit(partial.as_signed() << (offset_a + offset_b)))
+        latency, depth = 1, 0
+        while len(level) > 1:
+            pairs = [fit(level[k] + level[k + 1]) for k in range(0, len(level) - 1, 2)]
+            level = pairs + ([level[-1]] if len(level) % 2 else [])
+            depth += 1
+            if len(level) == 1 or depth % 2 == 0:
+                level = [register(v, f"s{depth}_{k}") for k, v in enumerate(level)]
+                latency += 1
+        self.value = level[0].as_signed() if shape.signed else level[0]
+        if len(self.value) != width:
+            self.value = self.value[:width]
+        self.latency = latency
 
 
 def rotate(m, values: list[Value], amount: Value, name: str) -> list[Signal]:

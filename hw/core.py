@@ -47,7 +47,7 @@ from ..spec.stream import (
     Encoding,
     StreamLayout,
 )
-from .arith import Rounder, format_top, popcount, rotate, saturate, saturate_runtime
+from .arith import Product, Rounder, format_top, popcount, rotate, saturate, saturate_runtime
 from .decoder import FieldDecoder
 from .registers import ErrorBit
 from .rng import XorshiftBank
@@ -58,6 +58,7 @@ __all__ = ["SgdCore", "UPDATE_WINDOW"]
 #: same fields within this window would see the old model, so the input waits.
 UPDATE_WINDOW = 6
 _QUANT_WIDTH = 10  # a decoded quantized feature: [-256, 256]
+RESIDUAL_FIFO_SLACK = 64
 
 
 def _fields_per_beat_table(bus_width: int):
@@ -132,6 +133,19 @@ def _pick(m, words, index, lanes: int, name: str) -> list:
         m.d.comb += sig.eq(Array(words[k * lanes + i] for k in range(slices))[index])
         out.append(sig)
     return out
+
+
+def _operand(word, raw, raw_lane: bool):
+    """A lane's multiplier operand: its decoded word, which in a quantized encoding is a level
+    of ``_QUANT_WIDTH`` bits (a raw lane has one multiplier for both: a quantized word is a
+    sign-extended one)."""
+    quant = word[:_QUANT_WIDTH].as_signed()
+    return Mux(raw, word, quant) if raw_lane else quant
+
+
+def _align_raw(product, raw, raw_lane: bool):
+    """A product with ``QUANT_FEATURE_FRAC + FL`` fraction bits: raw32 words have 30."""
+    return Mux(raw, product >> RAW_PRODUCT_SHIFT, product) if raw_lane else product
 
 
 def _row(base, shift, bank: int, lanes: int):
@@ -258,7 +272,11 @@ class SgdCore(wiring.Component):
         # payload: beat data, last beat of sample, first/last sample of batch, batch parity
         sfifo = ResetInserter(pipe_reset)(fifo.SyncFIFOBuffered(width=p.bus_width + 4,
                                                                  depth=sample_depth))
-        efifo = ResetInserter(pipe_reset)(fifo.SyncFIFOBuffered(width=32, depth=64))
+        # The scaled-residual FIFO holds one word per sample; a sample is admitted while it has
+        # room for every sample that may be inside the forward path (fewer than
+        # RESIDUAL_FIFO_SLACK: the path is shorter than that many cycles).
+        efifo = ResetInserter(pipe_reset)(fifo.SyncFIFOBuffered(
+            width=32, depth=2 * RESIDUAL_FIFO_SLACK))
         m.submodules.sample_fifo = sfifo
         m.submodules.scaled_residual_fifo = efifo
 
@@ -310,16 +328,37 @@ class SgdCore(wiring.Component):
                 cfg.per_beat.eq(table[Cat(self.cfg_bits[:4], self.cfg_encoding)]),
                 cfg.raw.eq(self.cfg_encoding == Encoding.RAW32),
             ]
-        # Derived shifts (docs/ENGINE.md stages 3, 4, 6 and the loss).
-        update_shift = Signal(range(41))
-        residual_shift = Signal(range(65))
-        m.d.comb += [update_shift.eq(cfg.fl_g + QUANT_FEATURE_FRAC - cfg.fl_m),
-                     residual_shift.eq(STEP_FRAC + QUANT_FEATURE_FRAC + cfg.fl_m - cfg.fl_g)]
+        # Derived shifts and format limits (docs/ENGINE.md stages 3, 4, 6 and the loss).  They
+        # are registered: the settings are latched at start and the first beat reaches the
+        # datapath cycles later, so no path runs from the settings through this arithmetic.
+        def derived(name, shape, value):
+            sig = Signal(shape, name=name)
+            m.d.sync += sig.eq(value)
+            return sig
+
+        update_shift = derived("update_shift", range(41),
+                               cfg.fl_g + QUANT_FEATURE_FRAC - cfg.fl_m)
+        residual_shift = derived("residual_shift", range(65),
+                                 STEP_FRAC + QUANT_FEATURE_FRAC + cfg.fl_m - cfg.fl_g)
         update_rounder = Rounder(m, update_shift, cfg.rounding, 40, "update")
         decay_rounder = Rounder(m, DECAY_FRAC, cfg.rounding, DECAY_FRAC, "decay")
         residual_rounder = Rounder(m, residual_shift, cfg.rounding, 64, "residual")
-        model_top = format_top(m, cfg.wl_m, 32, "model_top")
-        grad_top = format_top(m, cfg.wl_g, 32, "grad_top")
+        model_top = derived("model_top_r", 33, format_top(m, cfg.wl_m, 32, "model_top"))
+        grad_top = derived("grad_top_r", 33, format_top(m, cfg.wl_g, 32, "grad_top"))
+        # Label alignment (stage 3) and loss narrowing: left or right, by how much.
+        raw_gain = cfg.fl_m + QUANT_FEATURE_FRAC - RAW_LABEL_FRAC
+        label_left = derived("label_left", 1, ~cfg.raw | (cfg.fl_m + QUANT_FEATURE_FRAC
+                                                           >= RAW_LABEL_FRAC))
+        label_amount = derived("label_amount", range(32), Mux(
+            ~cfg.raw, cfg.fl_m + QUANT_FEATURE_FRAC - QUANT_LABEL_FRAC,
+            Mux(cfg.fl_m + QUANT_FEATURE_FRAC >= RAW_LABEL_FRAC, raw_gain,
+                RAW_LABEL_FRAC - QUANT_FEATURE_FRAC - cfg.fl_m)))
+        loss_gain_left = derived("loss_gain_left", 1,
+                                 cfg.fl_m + QUANT_FEATURE_FRAC < LOSS_RESIDUAL_FRAC)
+        loss_amount = derived("loss_amount", 5, Mux(
+            cfg.fl_m + QUANT_FEATURE_FRAC < LOSS_RESIDUAL_FRAC,
+            LOSS_RESIDUAL_FRAC - QUANT_FEATURE_FRAC - cfg.fl_m,
+            cfg.fl_m + QUANT_FEATURE_FRAC - LOSS_RESIDUAL_FRAC)[:5])
 
         # -- counters restart at start -------------------------------------------------------
         counters = [self.loss, self.beats, self.samples, self.cycles_busy, self.cycles_starved,
@@ -366,7 +405,7 @@ class SgdCore(wiring.Component):
             return Cat(*(window_valid[k] & (window_f0[k] == f0)
                          for k in range(UPDATE_WINDOW))).any()
 
-        fifo_room = (sfifo.level < sample_depth - 8) & (efifo.level < 48)
+        fifo_room = (sfifo.level < sample_depth - 8) & (efifo.level < RESIDUAL_FIFO_SLACK)
         batch_gate = ~(in_f0 == 0) | ~fused_sample | gradients_ready
         # A fused beat must read the words an earlier fused beat wrote: it waits out the
         # window.  A plain beat goes ahead and takes the updated words by forwarding (stage C4).
@@ -450,18 +489,19 @@ class SgdCore(wiring.Component):
             a_index.eq(Mux(flush_issue, sweep.index, feed.index)),
         ]
 
-        m.submodules.decoder = dec = FieldDecoder(bus_width=p.bus_width)
+        # The decoder's outputs are registered: the words are in stage B, next to the memory
+        # data (the model words are needed no sooner).
+        m.submodules.decoder = dec = FieldDecoder(bus_width=p.bus_width, registered=True)
         m.d.comb += [dec.data.eq(a_data), dec.encoding.eq(cfg.encoding), dec.bits.eq(cfg.bits)]
         a_shift = Signal(log_lanes)
         a_base = Signal(field_bits - log_lanes)
         m.d.comb += [a_shift.eq(a_f0[:log_lanes]), a_base.eq(a_f0[log_lanes:])]
         a_rows = [_row(a_base, a_shift, b, lanes) for b in range(lanes)]
         lane_field = [a_f0 + i for i in range(lanes)]
-        # A lane is used when its field is in the beat (the decoder's valid) and a feature.
+        # A lane is used when its field is a feature and in the beat (the decoder's valid, in
+        # stage B).
         a_mask = Cat(*((lane_field[i] >= 1) & (lane_field[i] <= cfg.n) for i in range(lanes)))
         fields = p.bus_width // 2
-        a_valid_lanes = _pick(m, [dec.valid[j] for j in range(fields)], a_index, lanes, "a_ok")
-        a_first_lanes = _pick(m, [dec.first[j] for j in range(fields)], a_index, lanes, "a_f")
         # Model reads: the forward path while running, the model port while idle.
         port_field = self.model_index + 1
         port_bank = port_field[:log_lanes]
@@ -478,15 +518,21 @@ class SgdCore(wiring.Component):
         b_valid, b_fused, b_flush, b_first, b_last, b_pass_end = (Signal() for _ in range(6))
         b_f0 = Signal(field_bits)
         b_parity = Signal()
-        b_label = Signal(signed(32))
-        b_first_lanes = [Signal(signed(32), name=f"b_first{i}") for i in range(lanes)]
-        b_mask = Signal(lanes)
+        b_index = Signal(range(max(2, max_slices)))
+        b_range_mask = Signal(lanes)
         m.d.sync += [b_valid.eq(a_valid & ~pipe_reset), b_fused.eq(a_fused),
                      b_flush.eq(a_flush), b_first.eq(a_first), b_last.eq(a_last),
                      b_pass_end.eq(a_pass_end), b_f0.eq(a_f0), b_parity.eq(a_parity),
-                     b_mask.eq(a_mask & Cat(*a_valid_lanes)),
-                     b_label.eq(Mux(cfg.raw, dec.first[0], dec.first[0] + dec.second[0]))]
-        m.d.sync += [b_first_lanes[i].eq(a_first_lanes[i]) for i in range(lanes)]
+                     b_index.eq(a_index), b_range_mask.eq(a_mask)]
+        b_valid_lanes = _pick(m, [dec.valid[j] for j in range(fields)], b_index, lanes, "b_ok")
+        b_first_lanes = _pick(m, [dec.first[j] for j in range(fields)], b_index, lanes, "b_f")
+        b_mask = Signal(lanes)
+        m.d.comb += b_mask.eq(b_range_mask & Cat(*b_valid_lanes))
+        # The label (lane 0 of the sample's first beat), aligned to the dot product's format
+        # here, so that the residual stage is one subtraction.
+        b_label = Signal(signed(64))
+        m.d.comb += b_label.eq(Mux(label_left, dec.label << label_amount,
+                                   dec.label >> label_amount))
         b_shift = b_f0[:log_lanes]
         neg_shift = Signal(log_lanes)
         m.d.comb += neg_shift.eq(-b_shift)
@@ -500,6 +546,8 @@ class SgdCore(wiring.Component):
         mask_banks = rotate(m, [b_mask[i] for i in range(lanes)], neg_shift, "mask_rot")
 
         # Stage C1: step = round(G >> update_shift)   (docs/ENGINE.md stage 6, step 1)
+        in_flight = []   # valid bits of the stages made by carry() and delay(): the drain waits
+
         def stage(name, shape, value):
             sig = Signal(shape, name=name)
             m.d.sync += sig.eq(value)
@@ -521,10 +569,17 @@ class SgdCore(wiring.Component):
         # Stage C2: x1 = sat_WLm(x - step)   (step 1, saturation)
         def carry(prefix, src):
             out = {"valid": stage(f"{prefix}_valid", 1, src["valid"] & ~pipe_reset)}
+            in_flight.append(out["valid"])
             for key, sig in src.items():
                 if key != "valid":
                     out[key] = stage(f"{prefix}_{key}", sig.shape(), sig)
             return out
+
+        def delay_all(src, cycles, prefix):
+            """``carry`` ``cycles`` times (the tags of a value in a multi-cycle step)."""
+            for k in range(cycles):
+                src = carry(f"{prefix}{k}", src)
+            return src
 
         c2 = carry("c2", c1)
         c2_mask = stage("c2_mask", lanes, c1_mask)
@@ -605,26 +660,24 @@ class SgdCore(wiring.Component):
         with m.If(c4["valid"] & c4["fused"] & c4["pass_end"]):
             m.d.sync += self.updates.eq(self.updates + 1)
 
-        # Stage D: bank -> lane rotation of the (updated) model words.
+        # Stage D: bank -> lane rotation of the (updated) model words; an unused lane's word is
+        # 0 (so is its product), and the multiplier operand is chosen by the encoding.
         d = carry("d", c4)
         x_lanes = rotate(m, c4_x, c4_shift, "x_rot")
-        d_x = [stage(f"d_x{i}", signed(32), x_lanes[i]) for i in range(lanes)]
-        d_lanes = [stage(f"d_first{i}", signed(32), c4_lanes[i]) for i in range(lanes)]
         lane_mask = rotate(m, [c4_mask[b] for b in range(lanes)], c4_shift, "lane_mask_rot")
-        d_mask = stage("d_mask", lanes, Cat(*lane_mask))
+        d_x = [stage(f"d_x{i}", signed(32), Mux(lane_mask[i], x_lanes[i], 0))
+               for i in range(lanes)]
+        d_op = [stage(f"d_op{i}", signed(32 if i < raw_lanes else _QUANT_WIDTH),
+                      _operand(c4_lanes[i], cfg.raw, i < raw_lanes)) for i in range(lanes)]
 
-        # Stage E: products F1 * x   (docs/ENGINE.md stage 2)
-        e = carry("e", d)
-        products = []
-        for i in range(lanes):
-            quant = d_lanes[i][:_QUANT_WIDTH].as_signed()
-            if i < raw_lanes:
-                # One multiplier for both encodings: a quantized word is a sign-extended one.
-                product = Mux(cfg.raw, d_lanes[i], quant) * d_x[i]
-                value = Mux(cfg.raw, product >> RAW_PRODUCT_SHIFT, product)
-            else:
-                value = quant * d_x[i]
-            products.append(stage(f"e_p{i}", signed(42), Mux(d_mask[i], value, 0)))
+        # Stage E: products F1 * x (docs/ENGINE.md stage 2), pipelined multipliers, then the
+        # raw32 alignment.
+        e_mul = [Product(m, d_op[i], d_x[i], f"e_mul{i}") for i in range(lanes)]
+        e = delay_all(carry("e_m", d), e_mul[0].latency - 1, "e_m")
+        e = carry("e", e)
+        products = [stage(f"e_p{i}", signed(42), _align_raw(e_mul[i].value, cfg.raw,
+                                                            i < raw_lanes))
+                    for i in range(lanes)]
 
         # Adder tree, registered every two levels.
         level = products
@@ -643,10 +696,10 @@ class SgdCore(wiring.Component):
 
         # Per-sample accumulation.
         acc = Signal(signed(dot_width))
-        held_label = Signal(signed(32))
+        held_label = Signal(signed(64))
         s_valid = Signal()
         s_dot = Signal(signed(dot_width))
-        s_label = Signal(signed(32))
+        s_label = Signal(signed(64))      # aligned (stage B)
         m.d.sync += s_valid.eq(0)
         with m.If(tree["valid"] & ~tree["flush"]):
             total = Mux(tree["first"], tree_out, acc + tree_out)
@@ -658,55 +711,55 @@ class SgdCore(wiring.Component):
                              s_label.eq(Mux(tree["first"], tree["label"], held_label))]
 
         # Stage R: residual (stage 3); the residual generator steps once per sample.
-        label_left = Signal()
-        label_amount = Signal(range(32))
-        raw_gain = cfg.fl_m + QUANT_FEATURE_FRAC - RAW_LABEL_FRAC
-        m.d.comb += [
-            label_left.eq(~cfg.raw | (cfg.fl_m + QUANT_FEATURE_FRAC >= RAW_LABEL_FRAC)),
-            label_amount.eq(Mux(~cfg.raw, cfg.fl_m + QUANT_FEATURE_FRAC - QUANT_LABEL_FRAC,
-                                Mux(label_left, raw_gain, RAW_LABEL_FRAC - QUANT_FEATURE_FRAC
-                                    - cfg.fl_m))),
-        ]
-        aligned = Mux(label_left, s_label << label_amount, s_label >> label_amount)
         r_valid = stage("r_valid", 1, s_valid & ~pipe_reset)
-        r_res = stage("r_res", signed(dot_width + 1), s_dot - aligned)
+        r_res = stage("r_res", signed(dot_width + 1), s_dot - s_label)
         m.d.comb += rng.step[lanes].eq(s_valid)
 
-        # Stage E1: step * r and the loss narrowing; E2: rounding and the square;
-        # E3: saturation to the gradient format and the loss accumulation.
-        e1_valid = stage("e1_valid", 1, r_valid & ~pipe_reset)
-        e1_prod = stage("e1_prod", signed(dot_width + 1 + STEP_WIDTH + 1),
-                        r_res * cfg.step.as_unsigned())
+        def delay(name, value, cycles, valid=False):
+            """``value`` ``cycles`` clock cycles later (a valid bit is cleared by a reset)."""
+            for k in range(cycles):
+                value = stage(f"{name}_d{k}", value.shape(), value & ~pipe_reset if valid
+                              else value)
+                if valid:
+                    in_flight.append(value)
+            return value
+
+        # Residual: step * r (pipelined multiplier), rounding (pipelined rounder), saturation
+        # to the gradient format (docs/ENGINE.md stage 4), then the scaled-residual FIFO.  The
+        # random word is the one the residual generator gave for this sample (taken in R + 1).
         e1_rand = stage("e1_rand", RAND_BITS, rng.value[lanes][:RAND_BITS])
-        loss_gain_left = cfg.fl_m + QUANT_FEATURE_FRAC < LOSS_RESIDUAL_FRAC
-        loss_amount = Mux(loss_gain_left,
-                          LOSS_RESIDUAL_FRAC - QUANT_FEATURE_FRAC - cfg.fl_m,
-                          cfg.fl_m + QUANT_FEATURE_FRAC - LOSS_RESIDUAL_FRAC)
-        narrowed = Mux(loss_gain_left, r_res << loss_amount[:5], r_res >> loss_amount[:5])
-        loss_res, loss_clip = saturate(narrowed, LOSS_RESIDUAL_WIDTH)
-        e1_loss = stage("e1_loss", signed(LOSS_RESIDUAL_WIDTH), loss_res)
-        e1_loss_clip = stage("e1_loss_clip", 1, loss_clip)
-
-        e2_valid = stage("e2_valid", 1, e1_valid & ~pipe_reset)
-        e2_round = stage("e2_round", signed(dot_width + 1 + STEP_WIDTH + 1),
-                         residual_rounder.apply(e1_prod, e1_rand))
-        e2_square = stage("e2_square", 2 * LOSS_RESIDUAL_WIDTH,
-                          (e1_loss * e1_loss).as_unsigned())
-        e2_loss_clip = stage("e2_loss_clip", 1, e1_loss_clip)
-
-        scaled, scaled_clip = saturate_runtime(e2_round, grad_top, 32)
-        m.d.comb += [efifo.w_en.eq(e2_valid), efifo.w_data.eq(scaled)]
-        with m.If(e2_valid):
+        residual_mul = Product(m, r_res, cfg.step.as_unsigned(), "residual_mul")
+        rounded, round_latency = residual_rounder.pipelined(
+            m, residual_mul.value, delay("residual_rand", e1_rand, residual_mul.latency - 1),
+            "residual_round")
+        scaled_valid = delay("scaled_valid", r_valid,
+                             residual_mul.latency + round_latency + 1, valid=True)
+        scaled_value, scaled_clip_now = saturate_runtime(rounded, grad_top, 32)
+        scaled = stage("scaled", signed(32), scaled_value)
+        scaled_clip = stage("scaled_clip", 1, scaled_clip_now)
+        m.d.comb += [efifo.w_en.eq(scaled_valid), efifo.w_data.eq(scaled)]
+        with m.If(scaled_valid):
             m.d.sync += self.samples.eq(self.samples + 1)
             with m.If(scaled_clip):
                 m.d.sync += self.residual_saturations.eq(self.residual_saturations + 1)
-            new_loss = self.loss + (e2_square >> LOSS_SQUARE_SHIFT)
-            limit = (1 << LOSS_ACC_WIDTH) - 1
-            with m.If(new_loss > limit):
-                m.d.sync += [self.loss.eq(limit), self.loss_saturated.eq(1)]
+
+        # Loss: the residual narrowed to LOSS_RESIDUAL_WIDTH (shift, then saturate), squared
+        # (pipelined multiplier), accumulated with saturation.
+        narrowed = stage("loss_narrowed", signed(dot_width + 1 + 31),
+                         Mux(loss_gain_left, r_res << loss_amount, r_res >> loss_amount))
+        loss_res, loss_clip_now = saturate(narrowed, LOSS_RESIDUAL_WIDTH)
+        loss_word = stage("loss_word", signed(LOSS_RESIDUAL_WIDTH), loss_res)
+        square = Product(m, loss_word, loss_word, "loss_square")
+        loss_clip = delay("loss_clip", stage("loss_clip", 1, loss_clip_now), square.latency)
+        loss_valid = delay("loss_valid", r_valid, 2 + square.latency, valid=True)
+        with m.If(loss_valid):
+            new_loss = Signal(LOSS_ACC_WIDTH + 1, name="new_loss")
+            m.d.comb += new_loss.eq(self.loss + (square.value.as_unsigned() >> LOSS_SQUARE_SHIFT))
+            with m.If(new_loss[LOSS_ACC_WIDTH]):       # past the accumulator: saturate
+                m.d.sync += [self.loss.eq((1 << LOSS_ACC_WIDTH) - 1), self.loss_saturated.eq(1)]
             with m.Else():
-                m.d.sync += self.loss.eq(new_loss)
-            with m.If(e2_loss_clip):
+                m.d.sync += self.loss.eq(new_loss[:LOSS_ACC_WIDTH])
+            with m.If(loss_clip):
                 m.d.sync += self.loss_saturated.eq(1)
 
         # ======================================================================================
@@ -737,29 +790,38 @@ class SgdCore(wiring.Component):
         g1_batch_end = stage("g1_batch_end", 1, pop_last_of_batch & pop_last & walk.slice_last)
         g1_index = stage("g1_index", range(max(2, max_slices)), walk.index)
         g1_parity = stage("g1_parity", 1, pop_parity)
-        m.submodules.grad_decoder = gdec = FieldDecoder(bus_width=p.bus_width)
+        # The decoder's outputs are registered (stage G1B); G1B picks the slice's lanes and
+        # the operands (stage GO); the pipelined multipliers' products are in stage G2.
+        m.submodules.grad_decoder = gdec = FieldDecoder(bus_width=p.bus_width, registered=True)
         m.d.comb += [gdec.data.eq(g1_data), gdec.encoding.eq(cfg.encoding),
                      gdec.bits.eq(cfg.bits)]
         g1_lane_field = [g1_f0 + i for i in range(lanes)]
-        g1_ok = _pick(m, [gdec.valid[j] for j in range(fields)], g1_index, lanes, "g1_ok")
-        g1_second = _pick(m, [gdec.second[j] for j in range(fields)], g1_index, lanes, "g1_s")
-        g1_mask = Cat(*((g1_lane_field[i] >= 1) & (g1_lane_field[i] <= cfg.n) & g1_ok[i]
-                        for i in range(lanes)))
-        g2_valid = stage("g2_valid", 1, g1_valid & ~pipe_reset)
-        g2_f0 = stage("g2_f0", field_bits, g1_f0)
-        g2_overwrite = stage("g2_overwrite", 1, g1_overwrite)
-        g2_batch_end = stage("g2_batch_end", 1, g1_batch_end)
-        g2_parity = stage("g2_parity", 1, g1_parity)
-        g2_mask = stage("g2_mask", lanes, g1_mask)
-        g2_c = []
-        for i in range(lanes):
-            quant = g1_second[i][:_QUANT_WIDTH].as_signed()
-            if i < raw_lanes:
-                product = g1_e * Mux(cfg.raw, g1_second[i], quant)
-                value = Mux(cfg.raw, product >> RAW_PRODUCT_SHIFT, product)
-            else:
-                value = g1_e * quant
-            g2_c.append(stage(f"g2_c{i}", signed(42), value))
+        g1_range = Cat(*((g1_lane_field[i] >= 1) & (g1_lane_field[i] <= cfg.n)
+                         for i in range(lanes)))
+        g1b = {"valid": g1_valid, "f0": g1_f0, "e": g1_e, "overwrite": g1_overwrite,
+               "batch_end": g1_batch_end, "index": g1_index, "parity": g1_parity,
+               "range": g1_range}
+        g1b = {key: stage(f"g1b_{key}", sig.shape(), sig & ~pipe_reset if key == "valid"
+                          else sig) for key, sig in g1b.items()}
+        in_flight.append(g1b["valid"])
+        g1b_ok = _pick(m, [gdec.valid[j] for j in range(fields)], g1b["index"], lanes, "g1b_ok")
+        g1b_second = _pick(m, [gdec.second[j] for j in range(fields)], g1b["index"], lanes,
+                           "g1b_s")
+        go = {key: stage(f"go_{key}", sig.shape(), sig & ~pipe_reset if key == "valid"
+                         else sig) for key, sig in g1b.items() if key not in ("index", "range")}
+        in_flight.append(go["valid"])
+        go_mask = stage("go_mask", lanes, g1b["range"] & Cat(*g1b_ok))
+        go_op = [stage(f"go_op{i}", signed(32 if i < raw_lanes else _QUANT_WIDTH),
+                       _operand(g1b_second[i], cfg.raw, i < raw_lanes)) for i in range(lanes)]
+        g_mul = [Product(m, go["e"], go_op[i], f"g_mul{i}") for i in range(lanes)]
+        g_lat = g_mul[0].latency
+        g2_valid = delay("g2_valid", go["valid"], g_lat, valid=True)
+        g2_f0 = delay("g2_f0", go["f0"], g_lat)
+        g2_overwrite = delay("g2_overwrite", go["overwrite"], g_lat)
+        g2_batch_end = delay("g2_batch_end", go["batch_end"], g_lat)
+        g2_parity = delay("g2_parity", go["parity"], g_lat)
+        g2_mask = delay("g2_mask", go_mask, g_lat)
+        g2_c_wide = [_align_raw(g_mul[i].value, cfg.raw, i < raw_lanes) for i in range(lanes)]
 
         # G2 (combinational part): rotate to banks, issue the reads.
         g2_shift = Signal(log_lanes)
@@ -768,6 +830,8 @@ class SgdCore(wiring.Component):
         m.d.comb += [g2_shift.eq(g2_f0[:log_lanes]), g2_base.eq(g2_f0[log_lanes:]),
                      g2_neg.eq(-g2_shift)]
         g2_rows = [_row(g2_base, g2_shift, b, lanes) for b in range(lanes)]
+        g2_c = [Signal(signed(42), name=f"g2_c{i}", ) for i in range(lanes)]
+        m.d.comb += [g2_c[i].eq(g2_c_wide[i]) for i in range(lanes)]
         c_banks = rotate(m, g2_c, g2_neg, "c_rot")
         en_banks = rotate(m, [g2_mask[i] for i in range(lanes)], g2_neg, "en_rot")
 
@@ -824,10 +888,9 @@ class SgdCore(wiring.Component):
         # Control
         # ======================================================================================
         total_batches = Signal(64)
-        forward_busy = (a_valid | b_valid | c1["valid"] | c2["valid"] | c3["valid"]
-                        | c4["valid"] | d["valid"] | e["valid"] | tree["valid"] | s_valid
-                        | r_valid | e1_valid | e2_valid)
-        gradient_busy = (sfifo.r_rdy | efifo.r_rdy | g1_valid | g2_valid | g3_valid | g4_valid)
+        # (in_flight holds the valid bits of both paths' multi-cycle steps.)
+        forward_busy = a_valid | b_valid | c1["valid"] | s_valid | r_valid | Cat(*in_flight).any()
+        gradient_busy = sfifo.r_rdy | efifo.r_rdy | g1_valid | g3_valid | g4_valid
 
         with m.Switch(state):
             with m.Case(IDLE, DISCARD):

@@ -85,8 +85,10 @@ class LaneBench:
     """
 
     def __init__(self, build: Callable, in_widths: Sequence[int], out_widths: Sequence[int],
-                 controls: dict[str, int] | None = None, lanes: int | None = None):
+                 controls: dict[str, int] | None = None, lanes: int | None = None,
+                 latency: int = 0):
         self.lanes = lanes or LANES
+        self.latency = latency   # clock cycles from inputs to outputs (0: combinational)
         self.in_widths, self.out_widths = list(in_widths), list(out_widths)
         self.m = m = Module()
         self.controls = {name: Signal(width, name=name) for name, width in
@@ -116,12 +118,16 @@ class LaneBench:
                     chunk += [chunk[-1]] * (self.lanes - len(chunk))
                     for k, (sig, width) in enumerate(zip(self.ins, self.in_widths, strict=True)):
                         ctx.set(sig, pack([case[k] for case in chunk], width))
+                    for _ in range(self.latency):    # inputs held: the pipeline fills with them
+                        await ctx.tick()
                     outs = [unpack(ctx.get(sig), width, self.lanes)
                             for sig, width in zip(self.outs, self.out_widths, strict=True)]
                     got.extend(zip(*outs, strict=True))
                 results.append(got[:len(cases)])
 
         sim = Simulator(self.m)
+        if self.latency:
+            sim.add_clock(1e-6)
         sim.add_testbench(testbench)
         sim.run()
         return results
@@ -210,8 +216,10 @@ def expected_rounding(cases, shift: int, mode: RoundingMode) -> list[tuple[int]]
 
 # -- Rounder ---------------------------------------------------------------------------------
 
-def rounder_bench(width: int, max_shift: int, shift: int | None = None) -> LaneBench:
-    """Lanes of one Rounder: a run-time shift (control ``shift``) or the constant ``shift``."""
+def rounder_bench(width: int, max_shift: int, shift: int | None = None,
+                  pipelined: bool = False) -> LaneBench:
+    """Lanes of one Rounder: a run-time shift (control ``shift``) or the constant ``shift``;
+    :meth:`Rounder.apply` or :meth:`Rounder.pipelined`."""
     shift_bits = max(1, max_shift.bit_length())
     holder: dict[str, Rounder] = {}
 
@@ -219,10 +227,21 @@ def rounder_bench(width: int, max_shift: int, shift: int | None = None) -> LaneB
         if "r" not in holder:
             source = controls["shift"] if shift is None else shift
             holder["r"] = Rounder(m, source, controls["mode"], max_shift, "r")
-        return (holder["r"].apply(value, rand[:RAND_BITS].as_unsigned()),)
+            holder["lane"] = 0
+        rand = rand[:RAND_BITS].as_unsigned()
+        if not pipelined:
+            return (holder["r"].apply(value, rand),)
+        holder["lane"] += 1
+        result, latency = holder["r"].pipelined(m, value, rand, f"lane{holder['lane']}")
+        assert latency == PIPELINED_ROUNDER_LATENCY
+        return (result,)
 
     controls = {"mode": 2} | ({"shift": shift_bits} if shift is None else {})
-    return LaneBench(build, [width, RAND_BITS + 1], [width + 1], controls)
+    return LaneBench(build, [width, RAND_BITS + 1], [width + 1], controls,
+                     latency=PIPELINED_ROUNDER_LATENCY if pipelined else 0)
+
+
+PIPELINED_ROUNDER_LATENCY = 3
 
 
 @dataclass(frozen=True)
@@ -269,12 +288,18 @@ def rounder_jobs(name: str):
     return jobs, expected
 
 
-@pytest.mark.parametrize("name", list(ROUNDERS))
-def test_rounder_matches_spec(name):
+#: The configurations also run through :meth:`Rounder.pipelined` (the run-time shifts; the
+#: engine pipelines the residual's and the update's rounding).
+PIPELINED = ("runtime-8b", "runtime-20b", "update-52b-s40", "residual-89b-s64")
+
+
+@pytest.mark.parametrize("name,pipelined", [(name, False) for name in ROUNDERS]
+                         + [(name, True) for name in PIPELINED])
+def test_rounder_matches_spec(name, pipelined):
     """Every case of the configuration (see the module docstring) in every mode."""
     case = ROUNDERS[name]
     bench = rounder_bench(case.width, case.max_shift,
-                          None if case.runtime_shift else case.shifts[0])
+                          None if case.runtime_shift else case.shifts[0], pipelined)
     jobs, expected = rounder_jobs(name)
     for (shift, mode, cases, want), got in zip(expected, bench.run(jobs), strict=True):
         bad = [(c, g, w) for c, g, w in zip(cases, got, want, strict=True) if g != w]
