@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..spec.engine import EngineParams
+from ..spec.engine import UPDATE_WINDOW, EngineParams
 from ..spec.stream import BUS_WIDTHS, Encoding, StreamLayout
 
 __all__ = ["Platform", "PLATFORMS", "EngineModel", "epoch_cost", "predicted_cycles",
@@ -131,7 +131,7 @@ class EngineModel:
     epoch_fixed : int
         Epoch start and end cycles that depend on nothing (13 measured).
     update_window : int
-        ``UPDATE_WINDOW`` of ``hw/core.py``: a fused beat waits until no fused beat with its
+        ``zipsgd.spec.engine.UPDATE_WINDOW``: a fused beat waits until no fused beat with its
         offset was issued in this many cycles.
     """
 
@@ -139,7 +139,7 @@ class EngineModel:
     lanes: int | None = None
     base_depth: int = 17
     epoch_fixed: int = 13
-    update_window: int = 6
+    update_window: int = UPDATE_WINDOW
 
     def __post_init__(self):
         if self.bus_width not in BUS_WIDTHS:

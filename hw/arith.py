@@ -120,27 +120,32 @@ class Rounder:
           ``dropped, offset < 2**s`` the last term is the bit ``s`` of ``dropped + offset``.
 
         Cycle 1: ``floor``, ``dropped`` and ``offset``; cycle 2: the increment (0 or 1);
-        cycle 3: ``floor + increment``.  The mode and the shift must hold still while a value
-        is inside.
+        cycle 3: ``floor + increment``.  With a constant shift cycle 1 is wiring and is left
+        out (latency 2).  The mode and the shift must hold still while a value is inside.
         """
         v = value.as_signed()
         width = len(v)
         assert width > self.max_shift, "Rounder: value must be wider than the largest shift"
         span = self.span
 
-        def register(label, shape, expr):
+        constant = isinstance(self.shift, Const)
+
+        def register(label, shape, expr, wiring=False):
             sig = Signal(shape, name=f"{name}_{label}")
-            m.d.sync += sig.eq(expr)
+            if wiring:
+                m.d.comb += sig.eq(expr)
+            else:
+                m.d.sync += sig.eq(expr)
             return sig
 
-        floor1 = register("floor", signed(width), v >> self.shift)
-        dropped = register("dropped", span, v.as_unsigned()[:span] & self.mask)
-        if isinstance(self.shift, Const):
+        floor1 = register("floor", signed(width), v >> self.shift, constant)
+        dropped = register("dropped", span, v.as_unsigned()[:span] & self.mask, constant)
+        if constant:
             offset_expr = Cat(Const(0, self.shift.value), rand)[RAND_BITS:] \
                 if self.shift.value else Const(0, 1)
         else:
             offset_expr = shift_left_bounded(rand, self.shift, span + RAND_BITS)[RAND_BITS:]
-        offset = register("offset", span, offset_expr)
+        offset = register("offset", span, offset_expr, constant)
 
         up = (dropped > self.half) | ((dropped == self.half) & floor1[0])
         carry_out = ((dropped + offset) & ~Cat(self.mask, Const(0, 1))).any()
@@ -149,7 +154,7 @@ class Rounder:
             Mux(self.mode == RoundingMode.HALF_EVEN, up & ~self.is_zero, carry_out)))
         floor2 = register("floor2", signed(width), floor1)
         result = register("result", signed(width + 1), floor2 + increment)
-        return result, 3
+        return result, 2 if constant else 3
 
 
 #: Low limbs of a :class:`Product` operand are this many bits, unsigned; with the signed top limb

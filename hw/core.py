@@ -13,6 +13,9 @@ pipelines never stall; all hazards are met by holding ``ready`` low at the input
 
 from __future__ import annotations
 
+import functools
+import operator
+
 from amaranth.hdl import (
     Array,
     Cat,
@@ -37,6 +40,7 @@ from ..spec.engine import (
     RAW_PRODUCT_SHIFT,
     STEP_FRAC,
     STEP_WIDTH,
+    UPDATE_WINDOW,
     EngineParams,
 )
 from ..spec.fixed import RAND_BITS
@@ -54,9 +58,6 @@ from .rng import XorshiftBank
 
 __all__ = ["SgdCore", "UPDATE_WINDOW"]
 
-#: Cycles from a fused update's model read (stage A) to its write (stage C4): a beat reading the
-#: same fields within this window would see the old model, so the input waits.
-UPDATE_WINDOW = 6
 _QUANT_WIDTH = 10  # a decoded quantized feature: [-256, 256]
 RESIDUAL_FIFO_SLACK = 64
 
@@ -401,9 +402,11 @@ class SgdCore(wiring.Component):
         with m.If(pipe_reset):
             m.d.sync += window_valid.eq(0)
 
+        def window_matches(f0):
+            return [window_valid[k] & (window_f0[k] == f0) for k in range(UPDATE_WINDOW)]
+
         def window_hit(f0):
-            return Cat(*(window_valid[k] & (window_f0[k] == f0)
-                         for k in range(UPDATE_WINDOW))).any()
+            return Cat(*window_matches(f0)).any()
 
         fifo_room = (sfifo.level < sample_depth - 8) & (efifo.level < RESIDUAL_FIFO_SLACK)
         batch_gate = ~(in_f0 == 0) | ~fused_sample | gradients_ready
@@ -488,6 +491,13 @@ class SgdCore(wiring.Component):
             a_pass_end.eq(Mux(flush_issue, sweep.sample_last, feed.sample_last)),
             a_index.eq(Mux(flush_issue, sweep.index, feed.index)),
         ]
+        # Forwarding (stage U13) for a plain beat: the most recent fused beat with its offset
+        # among those issued 1 .. UPDATE_WINDOW - 1 cycles before, found now, one-hot.
+        a_forward = Signal(UPDATE_WINDOW - 1)
+        matches = window_matches(in_f0)[:UPDATE_WINDOW - 1]
+        m.d.sync += a_forward.eq(Mux(flush_issue | fused_sample, 0, Cat(*(
+            matches[k] & ~Cat(*matches[:k]).any() if k else matches[0]
+            for k in range(UPDATE_WINDOW - 1)))))
 
         # The decoder's outputs are registered: the words are in stage B, next to the memory
         # data (the model words are needed no sooner).
@@ -519,11 +529,12 @@ class SgdCore(wiring.Component):
         b_f0 = Signal(field_bits)
         b_parity = Signal()
         b_index = Signal(range(max(2, max_slices)))
+        b_forward = Signal(UPDATE_WINDOW - 1)
         b_range_mask = Signal(lanes)
         m.d.sync += [b_valid.eq(a_valid & ~pipe_reset), b_fused.eq(a_fused),
                      b_flush.eq(a_flush), b_first.eq(a_first), b_last.eq(a_last),
                      b_pass_end.eq(a_pass_end), b_f0.eq(a_f0), b_parity.eq(a_parity),
-                     b_index.eq(a_index), b_range_mask.eq(a_mask)]
+                     b_index.eq(a_index), b_range_mask.eq(a_mask), b_forward.eq(a_forward)]
         b_valid_lanes = _pick(m, [dec.valid[j] for j in range(fields)], b_index, lanes, "b_ok")
         b_first_lanes = _pick(m, [dec.first[j] for j in range(fields)], b_index, lanes, "b_f")
         b_mask = Signal(lanes)
@@ -545,7 +556,11 @@ class SgdCore(wiring.Component):
         rand_banks = rotate(m, rand_lanes, neg_shift, "rand_rot")
         mask_banks = rotate(m, [b_mask[i] for i in range(lanes)], neg_shift, "mask_rot")
 
-        # Stage C1: step = round(G >> update_shift)   (docs/ENGINE.md stage 6, step 1)
+        # ======================================================================================
+        # Update pipeline U1..U13 (docs/HARDWARE.md, "Update pipeline"): a fused beat's words
+        # become x3 (docs/ENGINE.md stage 6) and are written back in U13; a plain beat's words
+        # pass, or are replaced by a fused beat's newer words (forwarding).
+        # ======================================================================================
         in_flight = []   # valid bits of the stages made by carry() and delay(): the drain waits
 
         def stage(name, shape, value):
@@ -553,98 +568,102 @@ class SgdCore(wiring.Component):
             m.d.sync += sig.eq(value)
             return sig
 
-        c1 = {"valid": stage("c1_valid", 1, b_valid & ~pipe_reset)}
-        for key, src in (("fused", b_fused), ("flush", b_flush), ("first", b_first),
-                         ("last", b_last), ("pass_end", b_pass_end), ("f0", b_f0),
-                         ("label", b_label)):
-            c1[key] = stage(f"c1_{key}", src.shape(), src)
-        c1_mask = stage("c1_mask", lanes, Cat(*mask_banks))
-        c1_lanes = [stage(f"c1_first{i}", signed(32), b_first_lanes[i]) for i in range(lanes)]
-        c1_x = [stage(f"c1_x{b}", signed(32), b_x[b]) for b in range(lanes)]
-        c1_rand = [stage(f"c1_rand{b}", 32, rand_banks[b]) for b in range(lanes)]
-        c1_step = [stage(f"c1_step{b}", signed(gacc_width + 1),
-                         update_rounder.apply(b_g[b], rand_banks[b][:RAND_BITS]))
-                   for b in range(lanes)]
-
-        # Stage C2: x1 = sat_WLm(x - step)   (step 1, saturation)
-        def carry(prefix, src):
+        def carry(prefix, src, drop=()):
+            """The next stage's registers of every member of ``src`` but ``drop`` (a member is
+            a value or a list of per-lane values; the valid bit is cleared by a reset)."""
             out = {"valid": stage(f"{prefix}_valid", 1, src["valid"] & ~pipe_reset)}
             in_flight.append(out["valid"])
             for key, sig in src.items():
-                if key != "valid":
+                if key == "valid" or key in drop:
+                    continue
+                if isinstance(sig, list):
+                    out[key] = [stage(f"{prefix}_{key}{i}", v.shape(), v)
+                                for i, v in enumerate(sig)]
+                else:
                     out[key] = stage(f"{prefix}_{key}", sig.shape(), sig)
             return out
 
-        def delay_all(src, cycles, prefix):
+        def delay_all(src, cycles, prefix, drop=()):
             """``carry`` ``cycles`` times (the tags of a value in a multi-cycle step)."""
             for k in range(cycles):
-                src = carry(f"{prefix}{k}", src)
+                src = carry(f"{prefix}{k}", src, drop if k == 0 else ())
             return src
 
-        c2 = carry("c2", c1)
-        c2_mask = stage("c2_mask", lanes, c1_mask)
-        c2_lanes = [stage(f"c2_first{i}", signed(32), c1_lanes[i]) for i in range(lanes)]
-        c2_rand = [stage(f"c2_rand{b}", 32, c1_rand[b]) for b in range(lanes)]
-        c2_x = [stage(f"c2_x{b}", signed(32), c1_x[b]) for b in range(lanes)]
-        c2_x1, c2_clip = [], []
-        for b in range(lanes):
-            clamped, clipped = saturate_runtime(c1_x[b] - c1_step[b], model_top, 32)
-            c2_x1.append(stage(f"c2_x1_{b}", signed(32), clamped))
-            c2_clip.append(stage(f"c2_clip{b}", 1, clipped))
+        # U1: the memory words in bank order, with the random words and the lane mask rotated
+        # to banks; the feature words stay in lane order (as multiplier operands).
+        u1 = carry("u1", {
+            "valid": b_valid, "fused": b_fused, "flush": b_flush, "first": b_first,
+            "last": b_last, "pass_end": b_pass_end, "f0": b_f0, "label": b_label,
+            "forward": b_forward, "mask": Cat(*mask_banks),
+            "ops": [_operand(b_first_lanes[i], cfg.raw, i < raw_lanes) for i in range(lanes)],
+            "x": b_x, "g": b_g,
+            "rand_step": [rand_banks[b][:RAND_BITS] for b in range(lanes)],
+            "rand_decay": [rand_banks[b][16:32] for b in range(lanes)],
+        })
+        # U1..U3: step = round(G >> update_shift)   (step 1)
+        steps = [update_rounder.pipelined(m, u1["g"][b], u1["rand_step"][b], f"u_step{b}")
+                 for b in range(lanes)]
+        u4 = delay_all(u1, steps[0][1], "u_s", drop=("g", "rand_step"))
+        # U4: x1 = sat_WLm(x - step)   (step 1, saturation)
+        clamped = [saturate_runtime(u4["x"][b] - steps[b][0], model_top, 32)
+                   for b in range(lanes)]
+        u5 = carry("u5", u4 | {"x1": [c for c, _ in clamped], "clip": [c for _, c in clamped]})
         # Model saturations: counted for fused, valid banks.
         sat_bits = Signal(lanes)
-        m.d.comb += sat_bits.eq(Cat(*(c2_clip[b] & c2_mask[b] for b in range(lanes))))
-        with m.If(c2["valid"] & c2["fused"]):
+        m.d.comb += sat_bits.eq(Cat(*(u5["clip"][b] & u5["mask"][b] for b in range(lanes))))
+        with m.If(u5["valid"] & u5["fused"]):
             m.d.sync += self.model_saturations.eq(self.model_saturations + popcount(sat_bits))
+        # U5, U6: the decay product x1 * eta; U7, U8: its rounding; U9: x2 = x1 - decay (step 2)
+        decay_products = [Product(m, u5["x1"][b], cfg.decay.as_unsigned(), f"u_decay{b}")
+                          for b in range(lanes)]
+        u7 = delay_all(u5, decay_products[0].latency, "u_p", drop=("clip",))
+        decays = [decay_rounder.pipelined(m, decay_products[b].value, u7["rand_decay"][b],
+                                          f"u_dround{b}") for b in range(lanes)]
+        u9 = delay_all(u7, decays[0][1], "u_r", drop=("rand_decay",))
+        x2 = [u9["x1"][b] - decays[b][0] for b in range(lanes)]
+        u10 = carry("u10", u9 | {"x2": x2}, drop=("x1",))
+        # U10, U11: the L1 threshold (step 3): magnitude = |x2| - threshold.
+        u11 = carry("u11", u10 | {
+            "abs": [Mux(v < 0, -v, v) for v in u10["x2"]],
+            "negative": [v < 0 for v in u10["x2"]]}, drop=("x2",))
+        u12 = carry("u12", u11 | {"magnitude": [a - cfg.threshold for a in u11["abs"]]},
+                    drop=("abs",))
+        # Cycles from issue to the write (U13): A, B, U1, the step's rounding, U4, the decay's
+        # product and rounding, U9 .. U12, U13.
+        write_cycle = 3 + steps[0][1] + 1 + decay_products[0].latency + decays[0][1] + 4
+        assert write_cycle == UPDATE_WINDOW, (
+            f"UPDATE_WINDOW is {UPDATE_WINDOW}, the update pipeline writes {write_cycle} cycles "
+            f"after issue")
 
-        # Stage C3: decay product x1 * eta (step 2)
-        c3 = carry("c3", c2)
-        c3_mask = stage("c3_mask", lanes, c2_mask)
-        c3_lanes = [stage(f"c3_first{i}", signed(32), c2_lanes[i]) for i in range(lanes)]
-        c3_rand = [stage(f"c3_rand{b}", 32, c2_rand[b]) for b in range(lanes)]
-        c3_x = [stage(f"c3_x{b}", signed(32), c2_x[b]) for b in range(lanes)]
-        c3_x1 = [stage(f"c3_x1_{b}", signed(32), c2_x1[b]) for b in range(lanes)]
-        c3_prod = [stage(f"c3_prod{b}", signed(32 + DECAY_WIDTH + 1),
-                         c2_x1[b] * cfg.decay.as_unsigned()) for b in range(lanes)]
-
-        # Stage C4: x2 = x1 - round(x1 * eta >> 24); x3 = L1 threshold (steps 2 and 3)
-        c4 = carry("c4", c3)
-        c4_mask = stage("c4_mask", lanes, c3_mask)
-        c4_lanes = [stage(f"c4_first{i}", signed(32), c3_lanes[i]) for i in range(lanes)]
-        # Forwarding for plain beats: a fused beat with the same field offset issued 1..5
-        # cycles earlier wrote its words after this beat read the memory; its updated words
-        # are in the C4 registers (1 cycle ahead) or in the history of C4 outputs (2..5).
-        c4_valid_fused = Signal()
-        c4_f0_now = Signal(field_bits)
-        history = [(c4_valid_fused, c4_f0_now, None)]
-        history_words = []
-        for k in range(1, UPDATE_WINDOW - 1):
-            fused_k = Signal(name=f"fwd{k}_fused")
-            f0_k = Signal(field_bits, name=f"fwd{k}_f0")
-            words_k = [Signal(signed(32), name=f"fwd{k}_x{b}") for b in range(lanes)]
-            prev_fused, prev_f0, _ = history[-1]
-            m.d.sync += [fused_k.eq(prev_fused & ~pipe_reset), f0_k.eq(prev_f0)]
-            history.append((fused_k, f0_k, None))
-            history_words.append(words_k)
-        c4_x = []
-        forward_sel = [Signal(name=f"fwd_hit{k}") for k in range(UPDATE_WINDOW - 1)]
-        m.d.comb += [forward_sel[k].eq(history[k][0] & (history[k][1] == c3["f0"])
-                                       & ~c3["fused"]) for k in range(UPDATE_WINDOW - 1)]
-        for b in range(lanes):
-            decay = decay_rounder.apply(c3_prod[b], c3_rand[b][16:32])
-            x2 = c3_x1[b] - decay
-            magnitude = Mux(x2 < 0, -x2, x2) - cfg.threshold
-            x3 = Mux(magnitude > 0, Mux(x2 < 0, -magnitude, magnitude), 0)
-            c4_x.append(Signal(signed(32), name=f"c4_x{b}"))
-            value = Mux(c3["fused"], x3, c3_x[b])
-            for k in reversed(range(UPDATE_WINDOW - 1)):   # the most recent match wins
-                source = c4_x[b] if k == 0 else history_words[k - 1][b]
-                value = Mux(forward_sel[k], source, value)
-            m.d.sync += c4_x[b].eq(value)
-        m.d.comb += [c4_valid_fused.eq(c4["valid"] & c4["fused"]), c4_f0_now.eq(c4["f0"])]
-        for k, words in enumerate(history_words):
-            previous = c4_x if k == 0 else history_words[k - 1]
+        # U12 -> U13: x3, or a plain beat's own word, or a forwarded one.  A fused beat with the
+        # same field offset issued j = 1 .. UPDATE_WINDOW - 1 cycles earlier wrote its words
+        # after this beat read the memory: they are in the U13 registers (j = 1) or in the
+        # history of U13 words (j >= 2).  ``forward`` (one-hot, found at issue) says which.
+        u13 = carry("u13", u12, drop=("magnitude", "negative", "x", "forward"))
+        history = []
+        previous = None
+        for j in range(2, UPDATE_WINDOW):
+            words = [Signal(signed(32), name=f"fwd{j}_x{b}") for b in range(lanes)]
+            history.append(words)
+        u13_x = [Signal(signed(32), name=f"u13_x{b}") for b in range(lanes)]
+        for j, words in enumerate(history):
+            previous = u13_x if j == 0 else history[j - 1]
             m.d.sync += [words[b].eq(previous[b]) for b in range(lanes)]
+        forward = u12["forward"]
+        for b in range(lanes):
+            magnitude = u12["magnitude"][b]
+            x3 = Mux(magnitude > 0, Mux(u12["negative"][b], -magnitude, magnitude), 0)
+            own = Mux(u12["fused"], x3, u12["x"][b])
+            sources = [u13_x[b]] + [words[b] for words in history]
+            forwarded = Cat(*(Mux(forward[k], sources[k], 0) for k in range(len(sources))))
+            words = [forwarded[32 * k: 32 * k + 32] for k in range(len(sources))]
+            m.d.sync += u13_x[b].eq(Mux(forward.any(), functools.reduce(operator.or_, words),
+                                        own))
+        u13["x"] = u13_x
+        with m.If(u13["valid"] & u13["fused"] & u13["pass_end"]):
+            m.d.sync += self.updates.eq(self.updates + 1)
+        c4, c4_x, c4_mask = u13, u13_x, u13["mask"]
+        c4_lanes = u13["ops"]
         # Write back the fused update (bank space; rows from f0).
         c4_shift = Signal(log_lanes)
         c4_base = Signal(field_bits - log_lanes)
@@ -657,18 +676,15 @@ class SgdCore(wiring.Component):
                 m.d.comb += [model_wr[b].addr.eq(_row(c4_base, c4_shift, b, lanes)),
                              model_wr[b].data.eq(c4_x[b]),
                              model_wr[b].en.eq(c4["valid"] & c4["fused"] & c4_mask[b])]
-        with m.If(c4["valid"] & c4["fused"] & c4["pass_end"]):
-            m.d.sync += self.updates.eq(self.updates + 1)
 
         # Stage D: bank -> lane rotation of the (updated) model words; an unused lane's word is
         # 0 (so is its product), and the multiplier operand is chosen by the encoding.
-        d = carry("d", c4)
+        d = carry("d", c4, drop=("ops", "x", "mask"))
         x_lanes = rotate(m, c4_x, c4_shift, "x_rot")
         lane_mask = rotate(m, [c4_mask[b] for b in range(lanes)], c4_shift, "lane_mask_rot")
         d_x = [stage(f"d_x{i}", signed(32), Mux(lane_mask[i], x_lanes[i], 0))
                for i in range(lanes)]
-        d_op = [stage(f"d_op{i}", signed(32 if i < raw_lanes else _QUANT_WIDTH),
-                      _operand(c4_lanes[i], cfg.raw, i < raw_lanes)) for i in range(lanes)]
+        d_op = [stage(f"d_op{i}", c4_lanes[i].shape(), c4_lanes[i]) for i in range(lanes)]
 
         # Stage E: products F1 * x (docs/ENGINE.md stage 2), pipelined multipliers, then the
         # raw32 alignment.
@@ -889,7 +905,7 @@ class SgdCore(wiring.Component):
         # ======================================================================================
         total_batches = Signal(64)
         # (in_flight holds the valid bits of both paths' multi-cycle steps.)
-        forward_busy = a_valid | b_valid | c1["valid"] | s_valid | r_valid | Cat(*in_flight).any()
+        forward_busy = a_valid | b_valid | s_valid | r_valid | Cat(*in_flight).any()
         gradient_busy = sfifo.r_rdy | efifo.r_rdy | g1_valid | g3_valid | g4_valid
 
         with m.Switch(state):

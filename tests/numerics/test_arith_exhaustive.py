@@ -233,15 +233,12 @@ def rounder_bench(width: int, max_shift: int, shift: int | None = None,
             return (holder["r"].apply(value, rand),)
         holder["lane"] += 1
         result, latency = holder["r"].pipelined(m, value, rand, f"lane{holder['lane']}")
-        assert latency == PIPELINED_ROUNDER_LATENCY
+        assert latency == (3 if shift is None else 2)
         return (result,)
 
     controls = {"mode": 2} | ({"shift": shift_bits} if shift is None else {})
-    return LaneBench(build, [width, RAND_BITS + 1], [width + 1], controls,
-                     latency=PIPELINED_ROUNDER_LATENCY if pipelined else 0)
-
-
-PIPELINED_ROUNDER_LATENCY = 3
+    latency = 0 if not pipelined else 3 if shift is None else 2
+    return LaneBench(build, [width, RAND_BITS + 1], [width + 1], controls, latency=latency)
 
 
 @dataclass(frozen=True)
@@ -288,9 +285,10 @@ def rounder_jobs(name: str):
     return jobs, expected
 
 
-#: The configurations also run through :meth:`Rounder.pipelined` (the run-time shifts; the
-#: engine pipelines the residual's and the update's rounding).
-PIPELINED = ("runtime-8b", "runtime-20b", "update-52b-s40", "residual-89b-s64")
+#: The configurations also run through :meth:`Rounder.pipelined` (the engine pipelines the
+#: residual's, the update's and the decay's rounding).
+PIPELINED = ("runtime-8b", "runtime-20b", "update-52b-s40", "residual-89b-s64",
+             "constant-8b-s0", "constant-8b-s1", "constant-8b-s7", f"decay-57b-s{DECAY_FRAC}")
 
 
 @pytest.mark.parametrize("name,pipelined", [(name, False) for name in ROUNDERS]

@@ -37,8 +37,17 @@ __all__ = [
     "LOSS_ACC_WIDTH",
     "LOSS_ACC_FRAC",
     "MODEL_STORAGE_WIDTH",
+    "UPDATE_WINDOW",
     "clog2",
 ]
+
+#: Cycles from a fused update's issue to the first issue that reads its written words, less
+#: one (``docs/HARDWARE.md``, "Hazards"): a fused beat waits until no fused beat with its field
+#: offset was issued in the last ``UPDATE_WINDOW`` cycles, and a plain beat issued 1 ..
+#: ``UPDATE_WINDOW - 1`` cycles after one takes the updated words by forwarding.  The hardware
+#: (``hw/core.py``, whose update pipeline checks its length against it) and the cycle model
+#: (``host/perf.py``) use this one value.
+UPDATE_WINDOW = 15
 
 #: Model words are stored in memories this wide; the run-time model format is at most this.
 MODEL_STORAGE_WIDTH = 32
