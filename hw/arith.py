@@ -196,13 +196,15 @@ class Product:
         shape = (a * b).shape()
         width = shape.width
 
-        def fit(value):
-            # Cut to the product's width; a narrower value stays signed, so that it is
-            # sign-extended where it is added (a slice would zero-extend it).
-            return value[:width] if len(value) > width else value
+        def term(value, label):
+            # Every term and sum is a signal of the product's width: uniform adders, and
+            # the cut (modulo 2**width) is an assignment.
+            sig = Signal(signed(width), name=f"{name}_{label}")
+            m.d.comb += sig.eq(value)
+            return sig
 
         def register(value, label):
-            sig = Signal(width, name=f"{name}_{label}")
+            sig = Signal(signed(width), name=f"{name}_{label}")
             m.d.sync += sig.eq(value)
             return sig
 
@@ -211,18 +213,17 @@ class Product:
             for j, (limb_b, offset_b) in enumerate(_limbs(b)):
                 partial = Signal(signed(len(limb_a) + len(limb_b)), name=f"{name}_p{i}_{j}")
                 m.d.sync += partial.eq(limb_a * limb_b)
-                level.append(fit(partial.as_signed() << (offset_a + offset_b)))
+                level.append(term(partial << (offset_a + offset_b), f"t{i}_{j}"))
         latency, depth = 1, 0
         while len(level) > 1:
-            pairs = [fit(level[k] + level[k + 1]) for k in range(0, len(level) - 1, 2)]
+            pairs = [term(level[k] + level[k + 1], f"a{depth}_{k}")
+                     for k in range(0, len(level) - 1, 2)]
             level = pairs + ([level[-1]] if len(level) % 2 else [])
             depth += 1
             if len(level) == 1 or depth % 2 == 0:
                 level = [register(v, f"s{depth}_{k}") for k, v in enumerate(level)]
                 latency += 1
-        self.value = level[0].as_signed() if shape.signed else level[0]
-        if len(self.value) != width:
-            self.value = self.value[:width]
+        self.value = level[0] if shape.signed else level[0].as_unsigned()
         self.latency = latency
 
 

