@@ -243,7 +243,8 @@ class SgdCore(wiring.Component):
         rows = p.max_features // lanes + 2
         gacc_width = p.grad_acc_width
         dot_width = p.dot_width
-        field_bits = max(32, (p.max_features + 2 * lanes).bit_length() + 1)
+        # Field offsets reach N_max + W/2 (the beat after the last) plus a slice; one bit more.
+        field_bits = (p.max_features + p.bus_width // 2 + 2 * lanes).bit_length() + 1
 
         cfg = _Config(p)
         pipe_reset = Signal()  # clears every pipeline and FIFO (start, abort)
@@ -380,12 +381,17 @@ class SgdCore(wiring.Component):
         in_samples = Signal(64)            # samples fully accepted
         grad_batches_done = Signal(64)     # batches whose every gradient is written
         keep = cfg.delayed
+        # Small registers that stand for comparisons of the 64-bit counters, so that none of
+        # those is on the path to tready: min(in_batch, 2), in_batch - grad_batches_done
+        # (0 .. 2: the batch gate below keeps it there) and in_samples + 1 == samples.
+        batches_begun = Signal(range(3))
+        batches_pending = Signal(4)
+        last_sample = Signal()
         first_of_batch = in_sample_in_batch == 0
-        last_of_batch = (in_sample_in_batch + 1 == cfg.batch) | (in_samples + 1 == cfg.samples)
-        fused_sample = first_of_batch & Mux(keep, in_batch >= 2, in_batch >= 1)
+        last_of_batch = (in_sample_in_batch + 1 == cfg.batch) | last_sample
+        fused_sample = first_of_batch & Mux(keep, batches_begun == 2, batches_begun >= 1)
         # EXACT: batch u needs batches 0..u-1 written; DELAYED: batches 0..u-2.
-        gradients_ready = Mux(keep, grad_batches_done + 1 >= in_batch,
-                              grad_batches_done >= in_batch)
+        gradients_ready = Mux(keep, batches_pending <= 1, batches_pending == 0)
         pending_parity = Mux(keep, in_batch[0], ~in_batch[0])   # (u-2) or (u-1) mod 2
         last_beat_expected = feed.beat_last
         # The beat on the bus is taken with its first slice; later slices come from a copy.
@@ -408,7 +414,10 @@ class SgdCore(wiring.Component):
         def window_hit(f0):
             return Cat(*window_matches(f0)).any()
 
-        fifo_room = (sfifo.level < sample_depth - 8) & (efifo.level < RESIDUAL_FIFO_SLACK)
+        # Registered: one cycle late, which the FIFOs' margins cover.
+        fifo_room = Signal()
+        m.d.sync += fifo_room.eq((sfifo.level < sample_depth - 8)
+                                 & (efifo.level < RESIDUAL_FIFO_SLACK))
         batch_gate = ~(in_f0 == 0) | ~fused_sample | gradients_ready
         # A fused beat must read the words an earlier fused beat wrote: it waits out the
         # window.  A plain beat goes ahead and takes the updated words by forwarding (stage C4).
@@ -465,9 +474,12 @@ class SgdCore(wiring.Component):
         with m.If(slice_issue):
             feed.advance(m)
             with m.If(feed.sample_last):
-                m.d.sync += in_samples.eq(in_samples + 1)
+                m.d.sync += [in_samples.eq(in_samples + 1),
+                             last_sample.eq(in_samples + 2 == cfg.samples)]
                 with m.If(last_of_batch):
                     m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(in_batch + 1)]
+                    with m.If(batches_begun != 2):
+                        m.d.sync += batches_begun.eq(batches_begun + 1)
                 with m.Else():
                     m.d.sync += in_sample_in_batch.eq(in_sample_in_batch + 1)
 
@@ -893,6 +905,12 @@ class SgdCore(wiring.Component):
                              grad_wr[z][b].en.eq(g4_valid & g4_en[b] & (g4_parity == z))]
         with m.If(g4_valid & g4_batch_end):
             m.d.sync += grad_batches_done.eq(grad_batches_done + 1)
+        batch_begins = slice_issue & feed.sample_last & last_of_batch
+        batch_written = g4_valid & g4_batch_end
+        with m.If(batch_begins & ~batch_written):
+            m.d.sync += batches_pending.eq(batches_pending + 1)
+        with m.Elif(batch_written & ~batch_begins):
+            m.d.sync += batches_pending.eq(batches_pending - 1)
 
         # Gradient-memory read addresses: the fused update (stage A) or the gradient path (G2).
         for z in range(2):
@@ -915,11 +933,13 @@ class SgdCore(wiring.Component):
             with m.Case(START):
                 feed.restart(m)
                 m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(0), in_samples.eq(0),
-                             grad_batches_done.eq(0), acc.eq(0), state.eq(RUN)]
+                             grad_batches_done.eq(0), acc.eq(0), state.eq(RUN),
+                             batches_begun.eq(0), batches_pending.eq(0),
+                             last_sample.eq(cfg.samples == 1)]
             with m.Case(RUN):
                 with m.If((state == RUN) & handshake & ~framing_ok):
                     m.d.sync += state.eq(DISCARD)
-                with m.Elif(slice_issue & feed.sample_last & (in_samples + 1 == cfg.samples)):
+                with m.Elif(slice_issue & feed.sample_last & last_sample):
                     m.d.sync += [state.eq(DRAIN), total_batches.eq(in_batch + 1)]
             with m.Case(DRAIN):
                 with m.If(~forward_busy & ~gradient_busy
