@@ -290,12 +290,16 @@ class SgdCore(wiring.Component):
         m.d.comb += [self.error_flags.eq(errors), self.busy.eq(state.matches(RUN, DRAIN, FLUSH,
                                                                               SETTLE, START)),
                      self.draining.eq(state == DISCARD)]
+        # Events are registered before they reach the flags and the counter (one cycle later):
+        # the framing checks sit at the end of the input's handshake logic.
+        events = Signal(len(ErrorBit))
+        m.d.sync += events.eq(error_events)
         with m.If(self.clear_errors):
-            m.d.sync += errors.eq(error_events)
+            m.d.sync += errors.eq(events)
         with m.Else():
-            m.d.sync += errors.eq(errors | error_events)
-        with m.If(error_events.any()):
-            m.d.sync += self.error_count.eq(self.error_count + popcount(error_events))
+            m.d.sync += errors.eq(errors | events)
+        with m.If(events.any()):
+            m.d.sync += self.error_count.eq(self.error_count + popcount(events))
 
         # -- start: check and latch the configuration ---------------------------------------
         table = Array(Const(v, range(p.bus_width // 2 + 1))
