@@ -83,7 +83,9 @@ class _Slicer:
     With ``lanes >= W/2`` every beat is one slice.  Members are signals: ``f0`` (first field of
     the slice), ``beat_f0`` (first field of its beat), ``index`` (slice within the beat), and
     the conditions ``slice_last`` (last slice of the beat), ``beat_last`` (last beat of the
-    sample) and ``sample_last`` (both).
+    sample) and ``sample_last`` (both).  The conditions are registers, computed with the
+    position they describe (so that no adder of theirs is on the input's handshake path); a
+    :meth:`restart` must come after the settings are latched.
     """
 
     def __init__(self, m, cfg: _Config, lanes: int, max_slices: int, field_bits: int,
@@ -96,30 +98,36 @@ class _Slicer:
         self.slice_last = Signal(name=f"{name}_slice_last")
         self.beat_last = Signal(name=f"{name}_beat_last")
         self.sample_last = Signal(name=f"{name}_sample_last")
+        m.d.comb += self.sample_last.eq(self.slice_last & self.beat_last)
+
+    def _go(self, m, f0, beat_f0, index):
+        """Move to the slice at ``f0`` (sync statements) with its conditions."""
+        cfg, lanes = self._cfg, self._lanes
         if self._sliced:
             # Fields of the beat from this slice on fit in one slice, or the next slice would
             # start past the last feature.
-            rest = cfg.per_beat - (self.index << (lanes.bit_length() - 1))
-            m.d.comb += self.slice_last.eq((rest <= lanes) | (self.f0 + lanes > cfg.n))
+            rest = cfg.per_beat - (index << (lanes.bit_length() - 1))
+            slice_last = (rest <= lanes) | (f0 + lanes > cfg.n)
         else:
-            m.d.comb += self.slice_last.eq(1)
-        m.d.comb += [self.beat_last.eq(self.beat_f0 + cfg.per_beat > cfg.n),
-                     self.sample_last.eq(self.slice_last & self.beat_last)]
+            slice_last = 1
+        m.d.sync += [self.f0.eq(f0), self.beat_f0.eq(beat_f0), self.index.eq(index),
+                     self.slice_last.eq(slice_last),
+                     self.beat_last.eq(beat_f0 + cfg.per_beat > cfg.n)]
 
     def advance(self, m):
         """The next slice (sync statements; the caller puts them under its condition)."""
-        next_beat = self.beat_f0 + self._cfg.per_beat
+        next_beat = Signal.like(self.beat_f0, name=f"{self.f0.name}_next_beat")
+        m.d.comb += next_beat.eq(self.beat_f0 + self._cfg.per_beat)
         with m.If(self.slice_last):
             with m.If(self.beat_last):
                 self.restart(m)
             with m.Else():
-                m.d.sync += [self.f0.eq(next_beat), self.beat_f0.eq(next_beat),
-                             self.index.eq(0)]
+                self._go(m, next_beat, next_beat, 0)
         with m.Else():
-            m.d.sync += [self.f0.eq(self.f0 + self._lanes), self.index.eq(self.index + 1)]
+            self._go(m, self.f0 + self._lanes, self.beat_f0, self.index + 1)
 
     def restart(self, m):
-        m.d.sync += [self.f0.eq(0), self.beat_f0.eq(0), self.index.eq(0)]
+        self._go(m, 0, 0, 0)
 
 
 def _pick(m, words, index, lanes: int, name: str) -> list:
@@ -935,7 +943,9 @@ class SgdCore(wiring.Component):
                 with m.If(start_ok):
                     m.d.sync += state.eq(START)
             with m.Case(START):
+                # The settings are latched now: the walkers' conditions follow them.
                 feed.restart(m)
+                walk.restart(m)
                 m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(0), in_samples.eq(0),
                              grad_batches_done.eq(0), acc.eq(0), state.eq(RUN),
                              batches_begun.eq(0), batches_pending.eq(0),
