@@ -127,7 +127,8 @@ class EngineModel:
         beat fits in one slice.
     base_depth : int
         Cycles from a sample's last beat being accepted until its gradient is written, less the
-        sample's own beats and the adder-tree registers (17 measured at W = 64).
+        sample's own beats and the adder-tree registers (36 measured at W = 64: the update
+        pipeline, the pipelined multipliers and rounders of ``docs/HARDWARE.md``).
     epoch_fixed : int
         Epoch start and end cycles that depend on nothing (13 measured).
     update_window : int
@@ -137,7 +138,7 @@ class EngineModel:
 
     bus_width: int = 64
     lanes: int | None = None
-    base_depth: int = 17
+    base_depth: int = 36
     epoch_fixed: int = 13
     update_window: int = UPDATE_WINDOW
 
@@ -150,7 +151,7 @@ class EngineModel:
 
     @property
     def depth(self) -> int:
-        """Pipeline depth: 19 cycles at W = 64 and 128, 20 at W = 256 and 512 (all but 256
+        """Pipeline depth: 38 cycles at W = 64 and 128, 39 at W = 256 and 512 (all but 256
         measured)."""
         return self.base_depth + _tree_registers(self.lanes)
 

@@ -6,7 +6,8 @@ each row, ``N_max`` = 1024, ``B_max`` = 64, one epoch of synthetic data, input n
 epoch bit-exact against the golden model; ``zipsgd.host.perf.measure_cycles_busy``). The model
 matches every row exactly except two cases whose epoch ends 2 cycles sooner than the formula
 says (unexplained, within the tolerance): one-beat samples, and W = 512 (whose update stalls
-confirm the depth of 20 that the adder tree predicts). Regenerate ``SIMULATED`` with::
+confirm the depth the adder tree predicts). Regenerate ``SIMULATED`` and ``SIMULATED_SLICED``
+with::
 
     .venv/bin/python tests/host/test_perf.py
 
@@ -248,14 +249,24 @@ def test_cli_perf_target(capsys):
 
 
 def _regenerate() -> None:
+    """Measure and print ``SIMULATED`` and ``SIMULATED_SLICED`` again."""
     from zipsgd.host.perf import measure_cycles_busy
 
+    print("SIMULATED = [", flush=True)
     for bus_width, encoding, bits, n_features, n_samples, batch, mode, *_ in SIMULATED:
         counts = measure_cycles_busy(encoding, bits, n_features, n_samples, batch, mode,
                                      bus_width)
         assert counts["bit_exact"] and counts["starved"] == 0, counts
         print(f"    ({bus_width}, {encoding!r}, {bits}, {n_features}, {n_samples}, {batch}, "
               f"{mode!r}, {counts['beats']}, {counts['cycles_busy']}),", flush=True)
+    print("]\nSIMULATED_SLICED = [", flush=True)
+    for encoding, bits, n_features, n_samples, batch, mode, *_ in SIMULATED_SLICED:
+        counts = measure_cycles_busy(encoding, bits, n_features, n_samples, batch, mode, 64,
+                                     lanes=4)
+        assert counts["bit_exact"] and counts["starved"] == 0, counts
+        print(f"    ({encoding!r}, {bits}, {n_features}, {n_samples}, {batch}, {mode!r}, "
+              f"{counts['beats']}, {counts['cycles_busy']}),", flush=True)
+    print("]", flush=True)
 
 
 if __name__ == "__main__":
