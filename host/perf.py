@@ -130,7 +130,8 @@ class EngineModel:
         sample's own beats and the adder-tree registers (36 measured at W = 64: the update
         pipeline, the pipelined multipliers and rounders of ``docs/HARDWARE.md``).
     epoch_fixed : int
-        Epoch start and end cycles that depend on nothing (13 measured).
+        Epoch start and end cycles that depend on nothing (24 measured: the flush beats' way
+        through the forward path is part of it).
     update_window : int
         ``zipsgd.spec.engine.UPDATE_WINDOW``: a fused beat waits until no fused beat with its
         offset was issued in this many cycles.
@@ -139,7 +140,7 @@ class EngineModel:
     bus_width: int = 64
     lanes: int | None = None
     base_depth: int = 36
-    epoch_fixed: int = 13
+    epoch_fixed: int = 24
     update_window: int = UPDATE_WINDOW
 
     def __post_init__(self):
