@@ -390,6 +390,10 @@ if __name__ == "__main__":
         count = sum(len(cases) for _, cases in rounder_jobs(name)[0])
         total += count
         print(f"Rounder {name}: {count} cases")
+    for name in PIPELINED:
+        count = sum(len(cases) for _, cases in rounder_jobs(name)[0])
+        total += count
+        print(f"Rounder.pipelined {name}: {count} cases")
     rng41 = random.Random(41)
     saturation = {
         "saturate, widths 1..10, every 10-bit value": 10 * len(ALL_WORD10),
