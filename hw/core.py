@@ -665,7 +665,6 @@ class SgdCore(wiring.Component):
         # history of U13 words (j >= 2).  ``forward`` (one-hot, found at issue) says which.
         u13 = carry("u13", u12, drop=("magnitude", "negative", "x", "forward"))
         history = []
-        previous = None
         for j in range(2, UPDATE_WINDOW):
             words = [Signal(signed(32), name=f"fwd{j}_x{b}") for b in range(lanes)]
             history.append(words)
@@ -686,29 +685,27 @@ class SgdCore(wiring.Component):
         u13["x"] = u13_x
         with m.If(u13["valid"] & u13["fused"] & u13["pass_end"]):
             m.d.sync += self.updates.eq(self.updates + 1)
-        c4, c4_x, c4_mask = u13, u13_x, u13["mask"]
-        c4_lanes = u13["ops"]
         # Write back the fused update (bank space; rows from f0).
-        c4_shift = Signal(log_lanes)
-        c4_base = Signal(field_bits - log_lanes)
-        m.d.comb += [c4_shift.eq(c4["f0"][:log_lanes]), c4_base.eq(c4["f0"][log_lanes:])]
+        u13_shift = Signal(log_lanes)
+        u13_base = Signal(field_bits - log_lanes)
+        m.d.comb += [u13_shift.eq(u13["f0"][:log_lanes]), u13_base.eq(u13["f0"][log_lanes:])]
         for b in range(lanes):
             with m.If(idle_port):
                 m.d.comb += [model_wr[b].addr.eq(port_row), model_wr[b].data.eq(self.model_wdata),
                              model_wr[b].en.eq(self.model_write & (port_bank == b))]
             with m.Else():
-                m.d.comb += [model_wr[b].addr.eq(_row(c4_base, c4_shift, b, lanes)),
-                             model_wr[b].data.eq(c4_x[b]),
-                             model_wr[b].en.eq(c4["valid"] & c4["fused"] & c4_mask[b])]
+                m.d.comb += [model_wr[b].addr.eq(_row(u13_base, u13_shift, b, lanes)),
+                             model_wr[b].data.eq(u13_x[b]),
+                             model_wr[b].en.eq(u13["valid"] & u13["fused"] & u13["mask"][b])]
 
         # Stage D: bank -> lane rotation of the (updated) model words; an unused lane's word is
         # 0 (so is its product), and the multiplier operand is chosen by the encoding.
-        d = carry("d", c4, drop=("ops", "x", "mask"))
-        x_lanes = rotate(m, c4_x, c4_shift, "x_rot")
-        lane_mask = rotate(m, [c4_mask[b] for b in range(lanes)], c4_shift, "lane_mask_rot")
+        d = carry("d", u13, drop=("ops", "x", "mask"))
+        x_lanes = rotate(m, u13_x, u13_shift, "x_rot")
+        lane_mask = rotate(m, [u13["mask"][b] for b in range(lanes)], u13_shift, "lane_mask_rot")
         d_x = [stage(f"d_x{i}", signed(32), Mux(lane_mask[i], x_lanes[i], 0))
                for i in range(lanes)]
-        d_op = [stage(f"d_op{i}", c4_lanes[i].shape(), c4_lanes[i]) for i in range(lanes)]
+        d_op = [stage(f"d_op{i}", u13["ops"][i].shape(), u13["ops"][i]) for i in range(lanes)]
 
         # Stage E: products F1 * x (docs/ENGINE.md stage 2), pipelined multipliers, then the
         # raw32 alignment.
@@ -870,7 +867,7 @@ class SgdCore(wiring.Component):
         m.d.comb += [g2_shift.eq(g2_f0[:log_lanes]), g2_base.eq(g2_f0[log_lanes:]),
                      g2_neg.eq(-g2_shift)]
         g2_rows = [_row(g2_base, g2_shift, b, lanes) for b in range(lanes)]
-        g2_c = [Signal(signed(42), name=f"g2_c{i}", ) for i in range(lanes)]
+        g2_c = [Signal(signed(42), name=f"g2_c{i}") for i in range(lanes)]
         m.d.comb += [g2_c[i].eq(g2_c_wide[i]) for i in range(lanes)]
         c_banks = rotate(m, g2_c, g2_neg, "c_rot")
         en_banks = rotate(m, [g2_mask[i] for i in range(lanes)], g2_neg, "en_rot")
