@@ -432,7 +432,7 @@ class SgdCore(wiring.Component):
                                  & (efifo.level < RESIDUAL_FIFO_SLACK))
         batch_gate = ~(in_f0 == 0) | ~fused_sample | gradients_ready
         # A fused beat must read the words an earlier fused beat wrote: it waits out the
-        # window.  A plain beat goes ahead and takes the updated words by forwarding (stage C4).
+        # window.  A plain beat goes ahead and takes the updated words by forwarding (stage U12).
         hazard_free = ~(fused_sample & window_hit(in_f0)) & fifo_room & batch_gate
         accepting = Signal()
         held_issue = Signal()
