@@ -16,8 +16,8 @@ from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
 
 from ..spec.fixed import RAND_BITS, RoundingMode
 
-__all__ = ["saturate", "saturate_runtime", "format_top", "shift_left_bounded", "Rounder",
-           "Product", "rotate", "popcount"]
+__all__ = ["saturate", "saturate_runtime", "format_top", "format_limits", "shift_left_bounded",
+           "Rounder", "Product", "rotate", "popcount"]
 
 
 def saturate(value: Value, width: int) -> tuple[Value, Value]:
@@ -52,12 +52,24 @@ def format_top(m, width: Value, max_width: int, name: str) -> Signal:
     return top
 
 
-def saturate_runtime(value: Value, top: Value, max_width: int) -> tuple[Value, Value]:
-    """Clamp a signed ``value`` to the run-time format whose ``2**(width-1)`` is ``top``
-    (:func:`format_top`); returns ``(clamped, clipped)``, ``clamped`` ``max_width`` bits."""
+def format_limits(m, width: Value, max_width: int, name: str) -> tuple[Signal, Signal]:
+    """Signals holding the largest and the smallest value of the run-time format of ``width``
+    bits: ``(2**(width-1) - 1, -2**(width-1))``, each ``signed(max_width + 1)``.  The caller
+    may register them (the engine does: its formats are latched at start), which keeps the
+    limits' arithmetic off the saturating stage."""
+    top = format_top(m, width, max_width, f"{name}_top")
+    hi = Signal(signed(max_width + 1), name=f"{name}_hi")
+    lo = Signal(signed(max_width + 1), name=f"{name}_lo")
+    m.d.comb += [hi.eq(top - 1), lo.eq(-top)]
+    return hi, lo
+
+
+def saturate_runtime(value: Value, hi: Value, lo: Value, max_width: int) -> tuple[Value, Value]:
+    """Clamp a signed ``value`` to the run-time format whose limits are ``hi`` and ``lo``
+    (:func:`format_limits`); returns ``(clamped, clipped)``, ``clamped`` ``max_width`` bits."""
     v = value.as_signed()
-    over, under = v > (top - 1), v < -top
-    clamped = Mux(over, top - 1, Mux(under, -top, v))
+    over, under = v > hi, v < lo
+    clamped = Mux(over, hi, Mux(under, lo, v))
     return clamped[:max_width].as_signed(), over | under
 
 
@@ -110,18 +122,56 @@ class Rounder:
         return result[: width + 1].as_signed()
 
     def pipelined(self, m, value: Value, rand: Value, name: str) -> tuple[Signal, int]:
-        """:meth:`apply` over three clock cycles; returns ``(result, latency)``.
+        """:meth:`apply` over three clock cycles; returns ``(result, latency)`` (see
+        :meth:`_stages`)."""
+        result, _, _, latency = self._stages(m, value, rand, name)
+        return result, latency
 
-        The same function, rearranged so that no cycle has more than one shifter or one carry
-        chain: with ``v = floor * 2**s + dropped``,
+    def pipelined_saturating(self, m, value: Value, rand: Value, hi: Value, lo: Value,
+                             lo_minus_one: Value, max_width: int,
+                             name: str) -> tuple[Signal, Signal, int]:
+        """:meth:`apply`, then :func:`saturate_runtime` to the format of limits ``hi``, ``lo``
+        (``lo_minus_one`` is ``lo - 1``), over four clock cycles; returns ``(clamped,
+        clipped, latency)``.
 
-        * half-even: ``floor + up`` (``up`` as in :meth:`apply`; 0 when ``s = 0``);
+        The saturation tests are made in the last rounding stage, from ``floor`` and the
+        increment instead of their sum: ``floor + inc > hi`` is ``floor > hi`` or
+        ``inc and floor == hi``; ``floor + inc < lo`` is ``floor < lo`` unless
+        ``inc and floor == lo - 1``.  The fourth stage only chooses.
+        """
+        result, floor, increment, latency = self._stages(m, value, rand, name)
+        over = Signal(name=f"{name}_over")
+        under = Signal(name=f"{name}_under")
+        m.d.sync += [over.eq((floor > hi) | (increment & (floor == hi))),
+                     under.eq((floor < lo) & ~(increment & (floor == lo_minus_one)))]
+        clamped = Signal(signed(max_width), name=f"{name}_clamped")
+        clipped = Signal(name=f"{name}_clipped")
+        m.d.sync += [clamped.eq(Mux(over, hi, Mux(under, lo, result))[:max_width].as_signed()),
+                     clipped.eq(over | under)]
+        return clamped, clipped, latency + 1
+
+    def _stages(self, m, value: Value, rand: Value, name: str):
+        """The stages of :meth:`pipelined`; returns ``(result, floor, increment, latency)``,
+        the last two being the registers that ``result`` is the sum of (a cycle earlier).
+
+        The same function as :meth:`apply`, rearranged so that no cycle has more than one
+        shifter or one carry chain.  With ``v = floor * 2**s + dropped`` (``dropped < 2**s``)
+        every mode rounds to ``floor + increment``, and the increment is one carry:
+
+        * half-even: ``dropped + floor[0] > half`` (``half = 2**(s-1)``; never when ``s = 0``),
+          that is ``dropped + (half - 1) + floor[0] >= 2**s``;
         * stochastic: ``(v + offset) >> s = floor + ((dropped + offset) >> s)``, and as
-          ``dropped, offset < 2**s`` the last term is the bit ``s`` of ``dropped + offset``.
+          ``dropped, offset < 2**s`` the last term is ``dropped + offset >= 2**s``;
+        * truncate: ``dropped + 0 >= 2**s``, never.
 
-        Cycle 1: ``floor``, ``dropped`` and ``offset``; cycle 2: the increment (0 or 1);
-        cycle 3: ``floor + increment``.  With a constant shift cycle 1 is wiring and is left
-        out (latency 2).  The mode and the shift must hold still while a value is inside.
+        ``a >= 2**s`` for ``a = dropped + addend + carry_in`` is the carry out of the top of a
+        ``span``-bit addition when the bits of ``dropped`` from ``s`` up are filled with ones
+        (a carry into bit ``s`` then runs through them): no comparator and no wide OR.
+
+        Cycle 1: ``floor``, the filled ``dropped``, the mode's addend and carry-in; cycle 2:
+        the carry (the increment); cycle 3: ``floor + increment``.  With a constant shift
+        cycle 1 is wiring and is left out (latency 2).  The mode and the shift must hold
+        still while a value is inside.
         """
         v = value.as_signed()
         width = len(v)
@@ -138,23 +188,26 @@ class Rounder:
                 m.d.sync += sig.eq(expr)
             return sig
 
-        floor1 = register("floor", signed(width), v >> self.shift, constant)
-        dropped = register("dropped", span, v.as_unsigned()[:span] & self.mask, constant)
+        floor_now = Signal(signed(width), name=f"{name}_floor_now")
+        m.d.comb += floor_now.eq(v >> self.shift)
         if constant:
-            offset_expr = Cat(Const(0, self.shift.value), rand)[RAND_BITS:] \
+            offset = Cat(Const(0, self.shift.value), rand)[RAND_BITS:] \
                 if self.shift.value else Const(0, 1)
         else:
-            offset_expr = shift_left_bounded(rand, self.shift, span + RAND_BITS)[RAND_BITS:]
-        offset = register("offset", span, offset_expr, constant)
-
-        up = (dropped > self.half) | ((dropped == self.half) & floor1[0])
-        carry_out = ((dropped + offset) & ~Cat(self.mask, Const(0, 1))).any()
-        increment = register("increment", 1, Mux(
-            self.mode == RoundingMode.TRUNCATE, 0,
-            Mux(self.mode == RoundingMode.HALF_EVEN, up & ~self.is_zero, carry_out)))
+            offset = shift_left_bounded(rand, self.shift, span + RAND_BITS)[RAND_BITS:]
+        half_even = self.mode == RoundingMode.HALF_EVEN
+        floor1 = register("floor", signed(width), floor_now, constant)
+        filled = register("filled", span, v.as_unsigned()[:span] | ~self.mask, constant)
+        addend = register("addend", span, Mux(
+            self.mode == RoundingMode.TRUNCATE, 0, Mux(half_even, self.mask >> 1, offset)),
+            constant)
+        carry_in = register("carry_in", 1, half_even & floor_now[0] & ~self.is_zero, constant)
+        # The carry-in enters as a doubled bottom bit: one adder, one chain.
+        total = Cat(carry_in, filled) + Cat(carry_in, addend)
+        increment = register("increment", 1, total[span + 1])
         floor2 = register("floor2", signed(width), floor1)
         result = register("result", signed(width + 1), floor2 + increment)
-        return result, 2 if constant else 3
+        return result, floor2, increment, 2 if constant else 3
 
 
 #: Low limbs of a :class:`Product` operand are this many bits, unsigned; with the signed top limb

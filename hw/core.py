@@ -24,6 +24,7 @@ from amaranth.hdl import (
     Mux,
     ResetInserter,
     Signal,
+    Value,
     signed,
 )
 from amaranth.lib import fifo, memory, wiring
@@ -51,7 +52,14 @@ from ..spec.stream import (
     Encoding,
     StreamLayout,
 )
-from .arith import Product, Rounder, format_top, popcount, rotate, saturate, saturate_runtime
+from .arith import (
+    Product,
+    Rounder,
+    format_limits,
+    popcount,
+    rotate,
+    saturate,
+)
 from .decoder import FieldDecoder
 from .registers import ErrorBit
 from .rng import XorshiftBank
@@ -75,6 +83,54 @@ def _fields_per_beat_table(bus_width: int):
     return table
 
 
+class _SliceLimits:
+    """Per-epoch bounds that a :class:`_Slicer` compares its registers with, registered from
+    the latched settings (valid from the cycle after START, when the first slice can move).
+
+    With them every condition of the next position is one comparison of a register with a
+    constant: ``beat_f0 + per_beat`` (the next beat) is past ``n - per_beat`` when
+    ``beat_f0 > n - 2 per_beat``, and so on.
+    """
+
+    def __init__(self, m, cfg: _Config, lanes: int, field_bits: int):
+        bound = signed(field_bits + 2)
+
+        def derived(name, shape, value):
+            sig = Signal(shape, name=f"slice_{name}")
+            m.d.sync += sig.eq(value)
+            return sig
+
+        n, per_beat = cfg.n, cfg.per_beat
+        self.next_beat_is_last = derived("next_beat_is_last", bound, n - 2 * per_beat)
+        self.next_beat_one_slice = derived("next_beat_one_slice", bound, n - per_beat - lanes)
+        self.next_slice_ends = derived("next_slice_ends", bound, n - 2 * lanes)
+        self.slices_per_beat = derived("slices_per_beat", per_beat.shape(),
+                                       (per_beat + lanes - 1) >> (lanes.bit_length() - 1))
+        self.one_slice_beats = derived("one_slice_beats", 1, per_beat <= lanes)
+
+
+class _UpdateWindow:
+    """The fused beats issued in the last ``UPDATE_WINDOW`` cycles (their updates are not yet
+    in the model memory): a shift register of valid bits and slice offsets, entry ``k`` issued
+    ``k + 1`` cycles ago, and the issue point's signals that feed it."""
+
+    def __init__(self, m, field_bits: int, reset: Value):
+        self.valid = Signal(UPDATE_WINDOW, name="window_valid")
+        self.f0 = [Signal(field_bits, name=f"window_f0_{k}") for k in range(UPDATE_WINDOW)]
+        self.issue_valid, self.issue_fused = Signal(name="issue_valid"), Signal(name="issue_fused")
+        self.issue_f0 = Signal(field_bits, name="issue_f0")
+        self.reset = reset
+        m.d.sync += [self.valid.eq(Cat(self.issue_valid & self.issue_fused, self.valid[:-1])),
+                     self.f0[0].eq(self.issue_f0)]
+        m.d.sync += [self.f0[k].eq(self.f0[k - 1]) for k in range(1, UPDATE_WINDOW)]
+        with m.If(reset):
+            m.d.sync += self.valid.eq(0)
+
+    def compare(self, value) -> list:
+        """Entry ``k`` is a fused beat at offset ``value``, for every ``k``."""
+        return [self.valid[k] & (self.f0[k] == value) for k in range(UPDATE_WINDOW)]
+
+
 class _Slicer:
     """Walks the fields of a sample slice by slice (``docs/HARDWARE.md``, "Slices").
 
@@ -83,51 +139,131 @@ class _Slicer:
     With ``lanes >= W/2`` every beat is one slice.  Members are signals: ``f0`` (first field of
     the slice), ``beat_f0`` (first field of its beat), ``index`` (slice within the beat), and
     the conditions ``slice_last`` (last slice of the beat), ``beat_last`` (last beat of the
-    sample) and ``sample_last`` (both).  The conditions are registers, computed with the
-    position they describe (so that no adder of theirs is on the input's handshake path); a
-    :meth:`restart` must come after the settings are latched.
+    sample) and ``sample_last`` (both).
+
+    Everything about the next position is ready before the move: its offset
+    (``next_beat = beat_f0 + per_beat`` and ``next_slice = f0 + lanes`` are registers too) and
+    its conditions (comparisons of registers with :class:`_SliceLimits`), so that the move,
+    under the caller's late condition, only chooses.  :meth:`track` adds the same for the
+    update window.  A :meth:`restart` must come after the settings are latched.
     """
 
-    def __init__(self, m, cfg: _Config, lanes: int, max_slices: int, field_bits: int,
-                 name: str):
-        self._cfg, self._lanes, self._sliced = cfg, lanes, max_slices > 1
+    def __init__(self, m, cfg: _Config, limits: _SliceLimits, lanes: int, max_slices: int,
+                 field_bits: int, name: str):
+        self._cfg, self._limits, self._name = cfg, limits, name
+        self._lanes, self._sliced = lanes, max_slices > 1
         self.f0 = Signal(field_bits, name=f"{name}_f0")
         self.beat_f0 = Signal(field_bits, name=f"{name}_beat_f0")
+        self.next_beat = Signal(field_bits, name=f"{name}_next_beat")
+        self.next_slice = Signal(field_bits, name=f"{name}_next_slice")
         # At least one bit even when every beat is one slice (no empty Verilog range).
         self.index = Signal(range(max(2, max_slices)), name=f"{name}_index")
         self.slice_last = Signal(name=f"{name}_slice_last")
         self.beat_last = Signal(name=f"{name}_beat_last")
         self.sample_last = Signal(name=f"{name}_sample_last")
         m.d.comb += self.sample_last.eq(self.slice_last & self.beat_last)
+        # The update window's view of f0 (made by track()).
+        self.matches = Signal(UPDATE_WINDOW, name=f"{name}_window_matches")
+        self.hit = Signal(name=f"{name}_window_hit")
+        # Set (comb) in a cycle whose sync statements advance or restart (from outside
+        # advance) the slicer: for track().
+        self._advancing = Signal(name=f"{name}_advancing")
+        self._restarting = Signal(name=f"{name}_restarting")
+        # The conditions of the next beat's first slice and of the next slice of this beat.
+        self._next_beat_slice_last = Signal(name=f"{name}_next_beat_slice_last")
+        self._next_beat_last = Signal(name=f"{name}_next_beat_last")
+        self._next_slice_last = Signal(name=f"{name}_next_slice_last")
+        beat_f0 = Cat(self.beat_f0, Const(0, 1)).as_signed()
+        f0 = Cat(self.f0, Const(0, 1)).as_signed()
+        m.d.comb += [
+            self._next_beat_last.eq(beat_f0 > limits.next_beat_is_last),
+            self._next_beat_slice_last.eq(limits.one_slice_beats
+                                          | (beat_f0 > limits.next_beat_one_slice)),
+            # per_beat - (index + 1) lanes <= lanes, or the slice after starts past n.
+            self._next_slice_last.eq((self.index + 2 >= limits.slices_per_beat)
+                                     | (f0 > limits.next_slice_ends)),
+        ]
 
-    def _go(self, m, f0, beat_f0, index):
-        """Move to the slice at ``f0`` (sync statements) with its conditions."""
-        cfg, lanes = self._cfg, self._lanes
-        if self._sliced:
-            # Fields of the beat from this slice on fit in one slice, or the next slice would
-            # start past the last feature.
-            rest = cfg.per_beat - (index << (lanes.bit_length() - 1))
-            slice_last = (rest <= lanes) | (f0 + lanes > cfg.n)
-        else:
-            slice_last = 1
+    def _go(self, m, f0, beat_f0, index, slice_last, beat_last, next_beat, next_slice):
         m.d.sync += [self.f0.eq(f0), self.beat_f0.eq(beat_f0), self.index.eq(index),
-                     self.slice_last.eq(slice_last),
-                     self.beat_last.eq(beat_f0 + cfg.per_beat > cfg.n)]
+                     self.slice_last.eq(slice_last if self._sliced else 1),
+                     self.beat_last.eq(beat_last), self.next_beat.eq(next_beat),
+                     self.next_slice.eq(next_slice)]
 
     def advance(self, m):
         """The next slice (sync statements; the caller puts them under its condition)."""
-        next_beat = Signal.like(self.beat_f0, name=f"{self.f0.name}_next_beat")
-        m.d.comb += next_beat.eq(self.beat_f0 + self._cfg.per_beat)
+        m.d.comb += self._advancing.eq(1)
+        lanes, per_beat = self._lanes, self._cfg.per_beat
         with m.If(self.slice_last):
             with m.If(self.beat_last):
-                self.restart(m)
+                self._go_restart(m)
             with m.Else():
-                self._go(m, next_beat, next_beat, 0)
+                self._go(m, self.next_beat, self.next_beat, 0, self._next_beat_slice_last,
+                         self._next_beat_last, self.next_beat + per_beat,
+                         self.next_beat + lanes)
         with m.Else():
-            self._go(m, self.f0 + self._lanes, self.beat_f0, self.index + 1)
+            self._go(m, self.next_slice, self.beat_f0, self.index + 1, self._next_slice_last,
+                     self.beat_last, self.next_beat, self.next_slice + lanes)
 
     def restart(self, m):
-        self._go(m, 0, 0, 0)
+        """Back to the first slice (sync statements, under the caller's condition, which must
+        not be late: it chooses the window matches last but one)."""
+        m.d.comb += self._restarting.eq(1)
+        self._go_restart(m)
+
+    def _go_restart(self, m):
+        # The first slice's conditions come from the settings themselves (a restart may come
+        # in the cycle after they are latched, before the limits follow).
+        cfg, lanes = self._cfg, self._lanes
+        self._go(m, 0, 0, 0, (cfg.per_beat <= lanes) | (lanes > cfg.n), cfg.per_beat > cfg.n,
+                 cfg.per_beat, lanes)
+
+    def track(self, m, window: _UpdateWindow, fused: Value, others: list):
+        """Registers ``matches`` (bit ``k``: entry ``k`` of the update window is a fused beat
+        at ``f0``) and ``hit`` (any), always those of the current ``f0`` and window.
+
+        They are made a cycle ahead: for each position the slicer can move to (the next
+        slice, the next beat's first, the restart) against the window as it is now, whose
+        entries move up by one, plus the entry issued now.  When the slicer issues the slice
+        it moves from, that entry is its own (``fused`` says whether it enters the window);
+        otherwise it is one of ``others``: the ``(issues, fused, f0)`` of every other slicer
+        that shares the window.
+        """
+        to_restart = self.slice_last & self.beat_last
+        to_beat = self.slice_last & ~self.beat_last
+
+        def successor(restart, beat, next_slice):
+            return Mux(to_restart, restart, Mux(to_beat, beat, next_slice))
+
+        def other_front(position):
+            """Another slicer issues a fused beat at ``position`` now."""
+            return _any_of(issues & other_fused & (f0 == position)
+                           for issues, other_fused, f0 in others)
+
+        # Entries 0 .. UPDATE_WINDOW - 2 move up by one; each candidate's hit is its own OR,
+        # so that the late choice (whether this slicer moves) comes last.
+        at_zero, at_beat, at_slice = (window.compare(position)[:-1] for position in (
+            0, self.next_beat, self.next_slice))
+        move_front = fused & successor(self.f0 == 0, self.f0 == self.next_beat,
+                                       self.f0 == self.next_slice)
+        move = (Cat(move_front, *(successor(z, b, n) for z, b, n in zip(
+                    at_zero, at_beat, at_slice, strict=True))),
+                move_front | successor(_any_of(at_zero), _any_of(at_beat), _any_of(at_slice)))
+        stay_front = other_front(self.f0)
+        stay = (Cat(stay_front, self.matches[:-1]), stay_front | self.matches[:-1].any())
+        restart_front = other_front(0)
+        restart = (Cat(restart_front, *at_zero), restart_front | _any_of(at_zero))
+        next_matches, next_hit = (Mux(self._restarting, r, Mux(self._advancing, mv, st))
+                                  for r, mv, st in zip(restart, move, stay, strict=True))
+        m.d.sync += [self.matches.eq(next_matches), self.hit.eq(next_hit)]
+        with m.If(window.reset):
+            m.d.sync += [self.matches.eq(0), self.hit.eq(0)]
+
+
+def _any_of(bits) -> Value:
+    """OR of 1-bit values (0 for none)."""
+    bits = list(bits)
+    return Cat(*bits).any() if bits else Const(0, 1)
 
 
 def _pick(m, words, index, lanes: int, name: str) -> list:
@@ -295,9 +431,14 @@ class SgdCore(wiring.Component):
         IDLE, RUN, DRAIN, FLUSH, SETTLE, DISCARD, START = range(7)
         errors = Signal(len(ErrorBit))
         error_events = Signal(len(ErrorBit))
-        m.d.comb += [self.error_flags.eq(errors), self.busy.eq(state.matches(RUN, DRAIN, FLUSH,
-                                                                              SETTLE, START)),
-                     self.draining.eq(state == DISCARD)]
+        running = Signal()     # an epoch is in progress (cycles_busy counts these cycles)
+        start_request = Signal()   # a start pulse of the cycle before, while idle
+        m.d.comb += [self.error_flags.eq(errors),
+                     running.eq(state.matches(RUN, DRAIN, FLUSH, SETTLE, START)),
+                     self.busy.eq(running | start_request),
+                     # (Discarding stops with the start's pulse: no beat of the new epoch
+                     # may be discarded while the start waits a cycle.)
+                     self.draining.eq((state == DISCARD) & ~start_request)]
         # Events are registered before they reach the flags and the counter (one cycle later):
         # the framing checks sit at the end of the input's handshake logic.
         events = Signal(len(ErrorBit))
@@ -324,11 +465,18 @@ class SgdCore(wiring.Component):
                      & (fl_m >= 1) & (fl_m <= 31)
                      & (self.cfg_grad_width >= 2) & (self.cfg_grad_width <= 32)
                      & (fl_g + 8 >= fl_m) & (fl_g <= fl_m + 32))
+        # A start is decided in the cycle after its pulse, from the range checks registered
+        # with it: the checks and the wide fan-out of an accepted start (the pipelines' reset,
+        # the latches, the counters) are then in different cycles.  ``busy`` covers the
+        # waiting cycle, which keeps the configuration locked from the pulse on; an abort in
+        # the same cycle wins (docs/REGISTERS.md, CTRL).
+        config_ok_r = Signal()
+        m.d.sync += [start_request.eq(self.start & ~self.busy & ~self.abort_epoch),
+                     config_ok_r.eq(config_ok)]
         start_ok = Signal()
-        m.d.comb += start_ok.eq(self.start & ~self.busy & config_ok)
+        m.d.comb += start_ok.eq(start_request & config_ok_r)
         m.d.comb += error_events[ErrorBit.START_WHILE_BUSY].eq(self.start & self.busy)
-        m.d.comb += error_events[ErrorBit.BAD_CONFIG].eq(
-            self.start & ~self.busy & ~config_ok)
+        m.d.comb += error_events[ErrorBit.BAD_CONFIG].eq(start_request & ~config_ok_r)
         m.d.comb += pipe_reset.eq(start_ok | self.abort_epoch)
         with m.If(start_ok):
             m.d.sync += [
@@ -357,8 +505,12 @@ class SgdCore(wiring.Component):
         update_rounder = Rounder(m, update_shift, cfg.rounding, 40, "update")
         decay_rounder = Rounder(m, DECAY_FRAC, cfg.rounding, DECAY_FRAC, "decay")
         residual_rounder = Rounder(m, residual_shift, cfg.rounding, 64, "residual")
-        model_top = derived("model_top_r", 33, format_top(m, cfg.wl_m, 32, "model_top"))
-        grad_top = derived("grad_top_r", 33, format_top(m, cfg.wl_g, 32, "grad_top"))
+        model_limits = [derived(f"model_{end}_r", signed(33), value) for end, value in
+                        zip(("hi", "lo"), format_limits(m, cfg.wl_m, 32, "model"), strict=True)]
+        grad_hi, grad_lo = (derived(f"grad_{end}_r", signed(33), value) for end, value in
+                            zip(("hi", "lo"), format_limits(m, cfg.wl_g, 32, "grad"),
+                                strict=True))
+        grad_lo_minus_one = derived("grad_lo_minus_one_r", signed(34), grad_lo - 1)
         # Label alignment (stage 3) and loss narrowing: left or right, by how much.
         raw_gain = cfg.fl_m + QUANT_FEATURE_FRAC - RAW_LABEL_FRAC
         label_left = derived("label_left", 1, ~cfg.raw | (cfg.fl_m + QUANT_FEATURE_FRAC
@@ -380,22 +532,25 @@ class SgdCore(wiring.Component):
                     self.residual_saturations, self.discarded_beats]
         # (They are cleared at start at the end of elaborate: the last assignment wins over an
         # increment in the same cycle.)
-        with m.If(self.busy):
+        with m.If(running):
             m.d.sync += self.cycles_busy.eq(self.cycles_busy + 1)
 
         # ======================================================================================
         # Input side: framing, batches, hazards
         # ======================================================================================
-        feed = _Slicer(m, cfg, lanes, max_slices, field_bits, "in")
+        slice_limits = _SliceLimits(m, cfg, lanes, field_bits)
+        feed = _Slicer(m, cfg, slice_limits, lanes, max_slices, field_bits, "in")
         in_f0 = feed.f0                    # first field of the next slice of the sample
         in_sample_in_batch = Signal(range(p.max_batch + 1))
         in_batch = Signal(64)              # batch index of the current sample
         in_samples = Signal(64)            # samples fully accepted
+        samples_to_begin = Signal(64)      # samples after the current one (counts down)
         grad_batches_done = Signal(64)     # batches whose every gradient is written
         keep = cfg.delayed
         # Small registers that stand for comparisons of the 64-bit counters, so that none of
         # those is on the path to tready: min(in_batch, 2), in_batch - grad_batches_done
-        # (0 .. 2: the batch gate below keeps it there) and in_samples + 1 == samples.
+        # (0 .. 2: the batch gate below keeps it there) and in_samples + 1 == samples (from a
+        # down-counter: a comparison with 1, no adder).
         batches_begun = Signal(range(3))
         batches_pending = Signal(4)
         last_sample = Signal()
@@ -410,21 +565,9 @@ class SgdCore(wiring.Component):
         mid_beat = (feed.index != 0) if max_slices > 1 else Const(0)
         held_data = Signal(p.bus_width)
 
-        # The fused-update window: f0 of fused beats issued in the last UPDATE_WINDOW cycles.
-        window_f0 = [Signal(field_bits, name=f"window_f0_{k}") for k in range(UPDATE_WINDOW)]
-        window_valid = Signal(UPDATE_WINDOW)
-        issue_valid, issue_fused, issue_f0 = Signal(), Signal(), Signal(field_bits)
-        m.d.sync += [window_valid.eq(Cat(issue_valid & issue_fused, window_valid[:-1])),
-                     window_f0[0].eq(issue_f0)]
-        m.d.sync += [window_f0[k].eq(window_f0[k - 1]) for k in range(1, UPDATE_WINDOW)]
-        with m.If(pipe_reset):
-            m.d.sync += window_valid.eq(0)
-
-        def window_matches(f0):
-            return [window_valid[k] & (window_f0[k] == f0) for k in range(UPDATE_WINDOW)]
-
-        def window_hit(f0):
-            return Cat(*window_matches(f0)).any()
+        # The fused-update window and each slicer's matches in it (registers, see track()).
+        window = _UpdateWindow(m, field_bits, pipe_reset)
+        issue_valid, issue_fused, issue_f0 = window.issue_valid, window.issue_fused, window.issue_f0
 
         # Registered: one cycle late, which the FIFOs' margins cover.
         fifo_room = Signal()
@@ -433,19 +576,19 @@ class SgdCore(wiring.Component):
         batch_gate = ~(in_f0 == 0) | ~fused_sample | gradients_ready
         # A fused beat must read the words an earlier fused beat wrote: it waits out the
         # window.  A plain beat goes ahead and takes the updated words by forwarding (stage U12).
-        hazard_free = ~(fused_sample & window_hit(in_f0)) & fifo_room & batch_gate
+        hazard_free = ~(fused_sample & feed.hit) & fifo_room & batch_gate
         accepting = Signal()
         held_issue = Signal()
         m.d.comb += [accepting.eq((state == RUN) & hazard_free & ~mid_beat),
                      held_issue.eq((state == RUN) & hazard_free & mid_beat)]
-        m.d.comb += self.s_ready.eq(accepting | (state == DISCARD))
+        m.d.comb += self.s_ready.eq(accepting | self.draining)
         handshake = self.s_valid & self.s_ready
         with m.If(state == RUN):
             with m.If(accepting & ~self.s_valid):
                 m.d.sync += self.cycles_starved.eq(self.cycles_starved + 1)
             with m.If(~hazard_free & (self.s_valid | mid_beat)):
                 m.d.sync += self.cycles_update_stall.eq(self.cycles_update_stall + 1)
-        with m.If((state == DISCARD) & handshake):
+        with m.If(self.draining & handshake):
             m.d.sync += self.discarded_beats.eq(self.discarded_beats + 1)
 
         framing_ok = self.s_last == last_beat_expected
@@ -459,15 +602,17 @@ class SgdCore(wiring.Component):
         ]
 
         # Flush beats (end of epoch) share the issue point with stream beats.
-        sweep = _Slicer(m, cfg, lanes, max_slices, field_bits, "flush")
+        sweep = _Slicer(m, cfg, slice_limits, lanes, max_slices, field_bits, "flush")
         flush_f0 = sweep.f0
         flush_pass = Signal(2)     # passes still to do
         flush_parity = Signal()
         flush_issue = Signal()
-        flush_gate = ~window_hit(flush_f0)
+        flush_gate = ~sweep.hit
         m.d.comb += flush_issue.eq((state == FLUSH) & (flush_pass != 0) & flush_gate)
 
         slice_issue = take | held_issue
+        feed.track(m, window, fused_sample, [(flush_issue, 1, flush_f0)])
+        sweep.track(m, window, 1, [(slice_issue, fused_sample, in_f0)])
         m.d.comb += [
             issue_valid.eq(slice_issue | flush_issue),
             issue_fused.eq(Mux(flush_issue, 1, fused_sample)),
@@ -487,7 +632,8 @@ class SgdCore(wiring.Component):
             feed.advance(m)
             with m.If(feed.sample_last):
                 m.d.sync += [in_samples.eq(in_samples + 1),
-                             last_sample.eq(in_samples + 2 == cfg.samples)]
+                             samples_to_begin.eq(samples_to_begin - 1),
+                             last_sample.eq(samples_to_begin == 1)]
                 with m.If(last_of_batch):
                     m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(in_batch + 1)]
                     with m.If(batches_begun != 2):
@@ -501,7 +647,6 @@ class SgdCore(wiring.Component):
         # Stage A registers (the issued beat).
         a_valid, a_fused, a_flush = Signal(), Signal(), Signal()
         a_f0 = Signal(field_bits)
-        a_data = Signal(p.bus_width)
         a_first, a_last = Signal(), Signal()
         a_parity = Signal()
         a_pass_end = Signal()
@@ -509,7 +654,6 @@ class SgdCore(wiring.Component):
         m.d.sync += [
             a_valid.eq(issue_valid & ~pipe_reset), a_fused.eq(issue_fused),
             a_flush.eq(flush_issue), a_f0.eq(issue_f0),
-            a_data.eq(Mux(flush_issue, 0, Mux(mid_beat, held_data, self.s_data))),
             a_first.eq(issue_f0 == 0), a_last.eq(Mux(flush_issue, 0, feed.sample_last)),
             a_parity.eq(Mux(flush_issue, flush_parity, pending_parity)),
             a_pass_end.eq(Mux(flush_issue, sweep.sample_last, feed.sample_last)),
@@ -518,15 +662,17 @@ class SgdCore(wiring.Component):
         # Forwarding (stage U13) for a plain beat: the most recent fused beat with its offset
         # among those issued 1 .. UPDATE_WINDOW - 1 cycles before, found now, one-hot.
         a_forward = Signal(UPDATE_WINDOW - 1)
-        matches = window_matches(in_f0)[:UPDATE_WINDOW - 1]
+        matches = [feed.matches[k] for k in range(UPDATE_WINDOW - 1)]
         m.d.sync += a_forward.eq(Mux(flush_issue | fused_sample, 0, Cat(*(
             matches[k] & ~Cat(*matches[:k]).any() if k else matches[0]
             for k in range(UPDATE_WINDOW - 1)))))
 
-        # The decoder's outputs are registered: the words are in stage B, next to the memory
-        # data (the model words are needed no sooner).
-        m.submodules.decoder = dec = FieldDecoder(bus_width=p.bus_width, registered=True)
-        m.d.comb += [dec.data.eq(a_data), dec.encoding.eq(cfg.encoding), dec.bits.eq(cfg.bits)]
+        # The decoder takes the issued beat and has two register stages (gathering in the
+        # issue cycle, the words' arithmetic in stage A): the words are in stage B, next to
+        # the memory data (the model words are needed no sooner).
+        m.submodules.decoder = dec = FieldDecoder(bus_width=p.bus_width, latency=2)
+        m.d.comb += [dec.data.eq(Mux(flush_issue, 0, Mux(mid_beat, held_data, self.s_data))),
+                     dec.encoding.eq(cfg.encoding), dec.bits.eq(cfg.bits)]
         a_shift = Signal(log_lanes)
         a_base = Signal(field_bits - log_lanes)
         m.d.comb += [a_shift.eq(a_f0[:log_lanes]), a_base.eq(a_f0[log_lanes:])]
@@ -563,11 +709,8 @@ class SgdCore(wiring.Component):
         b_first_lanes = _pick(m, [dec.first[j] for j in range(fields)], b_index, lanes, "b_f")
         b_mask = Signal(lanes)
         m.d.comb += b_mask.eq(b_range_mask & Cat(*b_valid_lanes))
-        # The label (lane 0 of the sample's first beat), aligned to the dot product's format
-        # here, so that the residual stage is one subtraction.
-        b_label = Signal(signed(64))
-        m.d.comb += b_label.eq(Mux(label_left, dec.label << label_amount,
-                                   dec.label >> label_amount))
+        # The label (lane 0 of the sample's first beat) goes on as decoded; U1 aligns it to the
+        # dot product's format (so that the residual stage is one subtraction).
         b_shift = b_f0[:log_lanes]
         neg_shift = Signal(log_lanes)
         m.d.comb += neg_shift.eq(-b_shift)
@@ -617,21 +760,37 @@ class SgdCore(wiring.Component):
         # to banks; the feature words stay in lane order (as multiplier operands).
         u1 = carry("u1", {
             "valid": b_valid, "fused": b_fused, "flush": b_flush, "first": b_first,
-            "last": b_last, "pass_end": b_pass_end, "f0": b_f0, "label": b_label,
+            "last": b_last, "pass_end": b_pass_end, "f0": b_f0, "label": dec.label,
             "forward": b_forward, "mask": Cat(*mask_banks),
             "ops": [_operand(b_first_lanes[i], cfg.raw, i < raw_lanes) for i in range(lanes)],
             "x": b_x, "g": b_g,
             "rand_step": [rand_banks[b][:RAND_BITS] for b in range(lanes)],
             "rand_decay": [rand_banks[b][16:32] for b in range(lanes)],
         })
+        # U1: the label aligned to the dot product's format (a shift by a setting).
+        label = u1["label"]
+        u1["label"] = Mux(label_left, label.as_signed() << label_amount,
+                          label.as_signed() >> label_amount)[:64].as_signed()
         # U1..U3: step = round(G >> update_shift)   (step 1)
         steps = [update_rounder.pipelined(m, u1["g"][b], u1["rand_step"][b], f"u_step{b}")
                  for b in range(lanes)]
-        u4 = delay_all(u1, steps[0][1], "u_s", drop=("g", "rand_step"))
-        # U4: x1 = sat_WLm(x - step)   (step 1, saturation)
-        clamped = [saturate_runtime(u4["x"][b] - steps[b][0], model_top, 32)
-                   for b in range(lanes)]
-        u5 = carry("u5", u4 | {"x1": [c for c, _ in clamped], "clip": [c for _, c in clamped]})
+        step_latency = steps[0][1]
+        u3 = delay_all(u1, step_latency - 1, "u_s", drop=("g", "rand_step"))
+        # U4: x1 = sat_WLm(x - step)   (step 1, saturation).  The saturation tests
+        # x - step > hi and x - step < lo are made as x - hi > step and x - lo < step, with
+        # x - hi and x - lo from U3: U4 then holds three carry chains side by side and a choice.
+        model_hi, model_lo = model_limits
+        u4 = carry(f"u_s{step_latency - 1}", u3 | {
+            "above_hi": [u3["x"][b] - model_hi for b in range(lanes)],
+            "above_lo": [u3["x"][b] - model_lo for b in range(lanes)]})
+        x1 = []
+        for b in range(lanes):
+            step = steps[b][0]
+            over, under = u4["above_hi"][b] > step, u4["above_lo"][b] < step
+            x1.append(Mux(over, model_hi, Mux(under, model_lo, u4["x"][b] - step))[:32]
+                      .as_signed())
+            u4.setdefault("clip", []).append(over | under)
+        u5 = carry("u5", u4 | {"x1": x1}, drop=("above_hi", "above_lo"))
         # Model saturations: counted for fused, valid banks.
         sat_bits = Signal(lanes)
         m.d.comb += sat_bits.eq(Cat(*(u5["clip"][b] & u5["mask"][b] for b in range(lanes))))
@@ -650,8 +809,11 @@ class SgdCore(wiring.Component):
         u11 = carry("u11", u10 | {
             "abs": [Mux(v < 0, -v, v) for v in u10["x2"]],
             "negative": [v < 0 for v in u10["x2"]]}, drop=("x2",))
-        u12 = carry("u12", u11 | {"magnitude": [a - cfg.threshold for a in u11["abs"]]},
-                    drop=("abs",))
+        # Both signs of the magnitude and its test are made here, so that U12 only chooses.
+        u12 = carry("u12", u11 | {
+            "magnitude": [a - cfg.threshold for a in u11["abs"]],
+            "negated": [cfg.threshold - a for a in u11["abs"]],
+            "positive": [a > cfg.threshold for a in u11["abs"]]}, drop=("abs",))
         # Cycles from issue to the write (U13): A, B, U1, the step's rounding, U4, the decay's
         # product and rounding, U9 .. U12, U13.
         write_cycle = 3 + steps[0][1] + 1 + decay_products[0].latency + decays[0][1] + 4
@@ -663,7 +825,8 @@ class SgdCore(wiring.Component):
         # same field offset issued j = 1 .. UPDATE_WINDOW - 1 cycles earlier wrote its words
         # after this beat read the memory: they are in the U13 registers (j = 1) or in the
         # history of U13 words (j >= 2).  ``forward`` (one-hot, found at issue) says which.
-        u13 = carry("u13", u12, drop=("magnitude", "negative", "x", "forward"))
+        u13 = carry("u13", u12, drop=("magnitude", "negated", "positive", "negative", "x",
+                                       "forward"))
         history = []
         for j in range(2, UPDATE_WINDOW):
             words = [Signal(signed(32), name=f"fwd{j}_x{b}") for b in range(lanes)]
@@ -674,8 +837,8 @@ class SgdCore(wiring.Component):
             m.d.sync += [words[b].eq(previous[b]) for b in range(lanes)]
         forward = u12["forward"]
         for b in range(lanes):
-            magnitude = u12["magnitude"][b]
-            x3 = Mux(magnitude > 0, Mux(u12["negative"][b], -magnitude, magnitude), 0)
+            x3 = Mux(u12["positive"][b], Mux(u12["negative"][b], u12["negated"][b],
+                                             u12["magnitude"][b]), 0)
             own = Mux(u12["fused"], x3, u12["x"][b])
             sources = [u13_x[b]] + [words[b] for words in history]
             forwarded = Cat(*(Mux(forward[k], sources[k], 0) for k in range(len(sources))))
@@ -766,14 +929,11 @@ class SgdCore(wiring.Component):
         # random word is the one the residual generator gave for this sample (taken in R + 1).
         e1_rand = stage("e1_rand", RAND_BITS, rng.value[lanes][:RAND_BITS])
         residual_mul = Product(m, r_res, cfg.step.as_unsigned(), "residual_mul")
-        rounded, round_latency = residual_rounder.pipelined(
+        scaled, scaled_clip, round_latency = residual_rounder.pipelined_saturating(
             m, residual_mul.value, delay("residual_rand", e1_rand, residual_mul.latency - 1),
-            "residual_round")
-        scaled_valid = delay("scaled_valid", r_valid,
-                             residual_mul.latency + round_latency + 1, valid=True)
-        scaled_value, scaled_clip_now = saturate_runtime(rounded, grad_top, 32)
-        scaled = stage("scaled", signed(32), scaled_value)
-        scaled_clip = stage("scaled_clip", 1, scaled_clip_now)
+            grad_hi, grad_lo, grad_lo_minus_one, 32, "residual_round")
+        scaled_valid = delay("scaled_valid", r_valid, residual_mul.latency + round_latency,
+                             valid=True)
         m.d.comb += [efifo.w_en.eq(scaled_valid), efifo.w_data.eq(scaled)]
         with m.If(scaled_valid):
             m.d.sync += self.samples.eq(self.samples + 1)
@@ -802,16 +962,28 @@ class SgdCore(wiring.Component):
         # ======================================================================================
         # Gradient path
         # ======================================================================================
-        walk = _Slicer(m, cfg, lanes, max_slices, field_bits, "grad")
+        walk = _Slicer(m, cfg, slice_limits, lanes, max_slices, field_bits, "grad")
         g_f0 = walk.f0
-        pop = Signal()     # a slice of the FIFO's head beat goes to G1
-        m.d.comb += pop.eq(sfifo.r_rdy & efifo.r_rdy)
-        m.d.comb += sfifo.r_en.eq(pop & walk.slice_last)
-        pop_data = sfifo.r_data[:p.bus_width]
-        pop_last = sfifo.r_data[p.bus_width]
-        pop_first_of_batch = sfifo.r_data[p.bus_width + 1]
-        pop_last_of_batch = sfifo.r_data[p.bus_width + 2]
-        pop_parity = sfifo.r_data[p.bus_width + 3]
+        # The FIFO's head beat is moved to a register first: the FIFO's data comes out of a
+        # block RAM, and the gradient decoder gathers from the head in the pop cycle.  (The
+        # head is loaded long before its residual arrives, so this costs no time.)
+        head_valid = Signal()
+        head = Signal(p.bus_width + 4)
+        pop = Signal()     # a slice of the head beat goes to G1
+        head_done = Signal()
+        m.d.comb += [pop.eq(head_valid & efifo.r_rdy), head_done.eq(pop & walk.slice_last),
+                     sfifo.r_en.eq(~head_valid | head_done)]
+        with m.If(sfifo.r_rdy & sfifo.r_en):
+            m.d.sync += [head.eq(sfifo.r_data), head_valid.eq(1)]
+        with m.Elif(head_done):
+            m.d.sync += head_valid.eq(0)
+        with m.If(pipe_reset):
+            m.d.sync += head_valid.eq(0)
+        pop_data = head[:p.bus_width]
+        pop_last = head[p.bus_width]
+        pop_first_of_batch = head[p.bus_width + 1]
+        pop_last_of_batch = head[p.bus_width + 2]
+        pop_parity = head[p.bus_width + 3]
         m.d.comb += efifo.r_en.eq(pop & pop_last & walk.slice_last)
         with m.If(pop):
             walk.advance(m)
@@ -820,17 +992,17 @@ class SgdCore(wiring.Component):
 
         # G1: decode F2, c = e * F2 (stage 5).
         g1_valid = stage("g1_valid", 1, pop & ~pipe_reset)
-        g1_data = stage("g1_data", p.bus_width, pop_data)
         g1_f0 = stage("g1_f0", field_bits, g_f0)
         g1_e = stage("g1_e", signed(32), efifo.r_data.as_signed())
         g1_overwrite = stage("g1_overwrite", 1, pop_first_of_batch)
         g1_batch_end = stage("g1_batch_end", 1, pop_last_of_batch & pop_last & walk.slice_last)
         g1_index = stage("g1_index", range(max(2, max_slices)), walk.index)
         g1_parity = stage("g1_parity", 1, pop_parity)
-        # The decoder's outputs are registered (stage G1B); G1B picks the slice's lanes and
-        # the operands (stage GO); the pipelined multipliers' products are in stage G2.
-        m.submodules.grad_decoder = gdec = FieldDecoder(bus_width=p.bus_width, registered=True)
-        m.d.comb += [gdec.data.eq(g1_data), gdec.encoding.eq(cfg.encoding),
+        # The decoder takes the FIFO's head beat (its gathering is in the pop cycle, its
+        # arithmetic in G1): the words are in stage G1B.  G1B picks the slice's lanes and the
+        # operands (stage GO); the pipelined multipliers' products are in stage G2.
+        m.submodules.grad_decoder = gdec = FieldDecoder(bus_width=p.bus_width, latency=2)
+        m.d.comb += [gdec.data.eq(pop_data), gdec.encoding.eq(cfg.encoding),
                      gdec.bits.eq(cfg.bits)]
         g1_lane_field = [g1_f0 + i for i in range(lanes)]
         g1_range = Cat(*((g1_lane_field[i] >= 1) & (g1_lane_field[i] <= cfg.n)
@@ -885,28 +1057,23 @@ class SgdCore(wiring.Component):
         g4_parity = stage("g4_parity", 1, g3_parity)
         g4_rows = [stage(f"g4_row{b}", range(rows), g3_rows[b]) for b in range(lanes)]
         g4_en = stage("g4_en", lanes, g3_en)
-        g5_valid = Signal()
-        g5_parity = Signal()
-        g5_rows = [Signal(range(rows), name=f"g5_row{b}") for b in range(lanes)]
-        g5_en = Signal(lanes)
         g4_sum = []
         g5_sum = [Signal(signed(gacc_width), name=f"g5_sum{b}") for b in range(lanes)]
         for b in range(lanes):
             memory_value = Mux(g3_parity, grad_rd[1][b].data, grad_rd[0][b].data)
-            from_g4 = (g4_valid & g4_en[b] & (g4_parity == g3_parity)
-                       & (g4_rows[b] == g3_rows[b]))
-            from_g5 = (g5_valid & g5_en[b] & (g5_parity == g3_parity)
-                       & (g5_rows[b] == g3_rows[b]))
+            # Forwarding: writes of the two cycles before are not in the memory data yet.  The
+            # choice is made a cycle ahead, in G2, against the stages that will be G4 and G5.
+            from_g4 = stage(f"g3_from_g4_{b}", 1, g3_valid & ~pipe_reset & g3_en[b]
+                            & (g3_parity == g2_parity) & (g3_rows[b] == g2_rows[b]))
+            from_g5 = stage(f"g3_from_g5_{b}", 1, g4_valid & ~pipe_reset & g4_en[b]
+                            & (g4_parity == g2_parity) & (g4_rows[b] == g2_rows[b]))
+            use_memory = ~g3_overwrite & ~from_g4 & ~from_g5
             g4_value = Signal(signed(gacc_width), name=f"g4_sum{b}")
-            # Forwarding: writes of the two cycles before are not in the memory data yet.
-            old = Mux(g3_overwrite, 0,
-                      Mux(from_g4, g4_value, Mux(from_g5, g5_sum[b], memory_value)))
+            forwarded = Mux(g3_overwrite, 0, Mux(from_g4, g4_value, g5_sum[b]))
+            old = Mux(use_memory, memory_value, forwarded)
             # |old + c| stays below 2**(GACC_W-2): the width analysis of docs/ENGINE.md.
             m.d.sync += g4_value.eq((old + g3_c[b])[:gacc_width].as_signed())
             g4_sum.append(g4_value)
-        m.d.sync += [g5_valid.eq(g4_valid & ~pipe_reset), g5_parity.eq(g4_parity),
-                     g5_en.eq(g4_en)]
-        m.d.sync += [g5_rows[b].eq(g4_rows[b]) for b in range(lanes)]
         m.d.sync += [g5_sum[b].eq(g4_sum[b]) for b in range(lanes)]
         for z in range(2):
             for b in range(lanes):
@@ -933,7 +1100,8 @@ class SgdCore(wiring.Component):
         total_batches = Signal(64)
         # (in_flight holds the valid bits of both paths' multi-cycle steps.)
         forward_busy = a_valid | b_valid | s_valid | r_valid | Cat(*in_flight).any()
-        gradient_busy = sfifo.r_rdy | efifo.r_rdy | g1_valid | g3_valid | g4_valid
+        gradient_busy = (sfifo.r_rdy | head_valid | efifo.r_rdy | g1_valid | g3_valid
+                         | g4_valid)
 
         with m.Switch(state):
             with m.Case(IDLE, DISCARD):
@@ -946,6 +1114,7 @@ class SgdCore(wiring.Component):
                 m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(0), in_samples.eq(0),
                              grad_batches_done.eq(0), acc.eq(0), state.eq(RUN),
                              batches_begun.eq(0), batches_pending.eq(0),
+                             samples_to_begin.eq(cfg.samples - 1),
                              last_sample.eq(cfg.samples == 1)]
             with m.Case(RUN):
                 with m.If((state == RUN) & handshake & ~framing_ok):
@@ -1002,6 +1171,6 @@ class SgdCore(wiring.Component):
             "dot_valid": tree["valid"] & ~tree["flush"], "dot_first": tree["first"],
             "dot_last": tree["last"], "grad_sums": g4_sum, "grad_addends": g3_c,
             "grad_valid": g3_valid, "grad_overwrite": g3_overwrite, "in_f0": in_f0,
-            "in_samples": in_samples,
+            "in_samples": in_samples, "start_accepted": start_ok,
         }
         return m

@@ -84,16 +84,18 @@ class FieldDecoder(wiring.Component):
     """Decodes one beat of the packed stream into ``bus_width // 2`` lanes of feature words.
 
     Exactly :func:`~zipsgd.spec.stream.unpack_fields` + :func:`~zipsgd.spec.stream.decode_fields`
-    of the beat, lane ``i`` being field ``i`` of the beat (bits ``[i*fw, (i+1)*fw)``).  Purely
-    combinational unless ``registered`` (then every output is the decode of the inputs one
-    clock earlier, in the ``sync`` domain, with reset value 0).
+    of the beat, lane ``i`` being field ``i`` of the beat (bits ``[i*fw, (i+1)*fw)``).  Every
+    output is the decode of the inputs ``latency`` clock cycles earlier (``sync`` domain, reset
+    value 0); latency 0 is purely combinational.
 
     Parameters
     ----------
     bus_width : int
         Beat width ``W``: 64, 128, 256 or 512.  The decoder has ``L = W // 2`` lanes.
-    registered : bool
-        Add one register stage on every output (latency 1 instead of 0).  Default ``False``.
+    latency : int
+        0 (default), 1: a register on every output, or 2: registers also between the
+        gathering of each lane's bits from the beat and the arithmetic on them (the engine's
+        choice, so that neither is in the same cycle as the other).
 
     Members
     -------
@@ -126,20 +128,22 @@ class FieldDecoder(wiring.Component):
     Raises
     ------
     TypeError
-        If ``bus_width`` is not an integer or ``registered`` not a bool.
+        If ``bus_width`` or ``latency`` is not an integer.
     ValueError
-        If ``bus_width`` is not one of 64, 128, 256, 512.
+        If ``bus_width`` is not one of 64, 128, 256, 512, or ``latency`` not 0, 1 or 2.
     """
 
-    def __init__(self, *, bus_width, registered=False):
+    def __init__(self, *, bus_width, latency=0):
         if not isinstance(bus_width, int) or isinstance(bus_width, bool):
             raise TypeError(f"Bus width must be an integer, not {bus_width!r}")
         if bus_width not in BUS_WIDTHS:
             raise ValueError(f"Bus width must be one of {BUS_WIDTHS}, not {bus_width!r}")
-        if not isinstance(registered, bool):
-            raise TypeError(f"Registered must be a bool, not {registered!r}")
+        if not isinstance(latency, int) or isinstance(latency, bool):
+            raise TypeError(f"Latency must be an integer, not {latency!r}")
+        if latency not in (0, 1, 2):
+            raise ValueError(f"Latency must be 0, 1 or 2, not {latency!r}")
         self._bus_width = bus_width
-        self._registered = registered
+        self._latency = latency
         super().__init__(self.signature_for(bus_width))
 
     @staticmethod
@@ -173,47 +177,37 @@ class FieldDecoder(wiring.Component):
         return self._bus_width // 32
 
     @property
-    def registered(self):
-        return self._registered
+    def latency(self):
+        return self._latency
 
     def elaborate(self, platform):
         m = Module()
         width, lanes, raw_lanes = self._bus_width, self.lanes, self.raw_lanes
-
-        # Per-lane results; gathered into the output ports at the end.
-        lane_valid, lane_first, lane_second = [], [], []
-
-        # One-hot setting selects, shared by every lane.
-        selects = {}
-        for encoding, bits in QUANT_SETTINGS:
-            select = Signal(name=f"sel_{encoding.name.lower()}{bits}")
-            m.d.comb += select.eq((self.encoding == encoding) & (self.bits == bits))
-            selects[encoding, bits] = select
-        sel_raw = Signal()
-        m.d.comb += sel_raw.eq(self.encoding == Encoding.RAW32)
-        layouts = {key: StreamLayout(*key, width) for key in selects}
+        layouts = {key: StreamLayout(*key, width) for key in QUANT_SETTINGS}
         raw_layout = StreamLayout(Encoding.RAW32, 32, width)
 
-        # The aligned weight of a sample bit: the level step 2**(8 - b) on the 256-step grid.
-        level_step = Signal(LEVEL_WIDTH)
-        with m.Switch(self.bits):
-            for bits in range(1, 9):
-                with m.Case(bits):
-                    m.d.comb += level_step.eq(1 << (QUANT_FEATURE_FRAC - bits))
+        def settings(encoding, bits, label):
+            """One-hot setting selects (shared by every lane) and the raw32 select."""
+            selects = {}
+            for key in QUANT_SETTINGS:
+                select = Signal(name=f"{label}_{key[0].name.lower()}{key[1]}")
+                m.d.comb += select.eq((encoding == key[0]) & (bits == key[1]))
+                selects[key] = select
+            raw = Signal(name=f"{label}_raw")
+            m.d.comb += raw.eq(encoding == Encoding.RAW32)
+            return selects, raw
 
-        fields_per_beat = functools.reduce(operator.or_, (
-            [Mux(sel_raw, raw_layout.fields_per_beat, 0)]
-            + [Mux(selects[key], layouts[key].fields_per_beat, 0) for key in selects]))
-
+        # Step 1, gathering: each lane's index and sample bits from the beat (AND-OR trees).
+        gather_selects, _ = settings(self.encoding, self.bits, "sel")
+        gathered = []   # per lane: (index, sample1, sample2)
         for lane in range(lanes):
             # For each output bit, the beat positions it can come from and under which settings.
             index_terms = [{} for _ in range(QUANT_FEATURE_FRAC)]  # left-aligned index bits
-            sample1_terms, sample2_terms, lane_selects = {}, {}, []
-            for (encoding, bits), select in selects.items():
+            sample1_terms, sample2_terms = {}, {}
+            for (encoding, bits), select in gather_selects.items():
                 layout = layouts[encoding, bits]
                 if lane >= layout.fields_per_beat:
                     continue  # pruned: this lane never holds a field in this setting
-                lane_selects.append(select)
                 base = lane * layout.field_width
                 for j in range(bits):  # index bit j -> aligned bit j + 8 - b
                     index_terms[j + QUANT_FEATURE_FRAC - bits].setdefault(
@@ -221,18 +215,45 @@ class FieldDecoder(wiring.Component):
                 sample1_terms.setdefault(base + bits, []).append(select)
                 second_bit = bits + 1 if encoding is Encoding.DOUBLE else bits
                 sample2_terms.setdefault(base + second_bit, []).append(select)
-
-            quant_valid = Signal(name=f"lane{lane}_quant_valid")
             index = Signal(QUANT_FEATURE_FRAC, name=f"lane{lane}_index")
             sample1 = Signal(name=f"lane{lane}_s1")
             sample2 = Signal(name=f"lane{lane}_s2")
             m.d.comb += [
-                quant_valid.eq(_any(lane_selects)),
                 sample1.eq(_gather(self.data, sample1_terms)),
                 sample2.eq(_gather(self.data, sample2_terms)),
                 index.eq(Cat(*(_gather(self.data, terms) for terms in index_terms))),
             ]
+            gathered.append((index, sample1, sample2))
+        raw_words = [self.data[32 * lane: 32 * lane + 32] for lane in range(raw_lanes)]
+        encoding, bits = self.encoding, self.bits
+        if self._latency == 2:
+            # The gathered bits, the raw words and the settings are registered here.
+            def register(value, name):
+                sig = Signal(value.shape(), name=f"{name}_r")
+                m.d.sync += sig.eq(value)
+                return sig
 
+            gathered = [tuple(register(v, v.name) for v in lane_bits) for lane_bits in gathered]
+            raw_words = [register(w, f"lane{lane}_raw_word") for lane, w in enumerate(raw_words)]
+            encoding, bits = register(encoding, "encoding"), register(bits, "bits")
+
+        # Step 2, the words: levels, the lookup, raw32's clamp.
+        selects, sel_raw = settings(encoding, bits, "word_sel")
+        # The aligned weight of a sample bit: the level step 2**(8 - b) on the 256-step grid.
+        level_step = Signal(LEVEL_WIDTH)
+        with m.Switch(bits):
+            for b in range(1, 9):
+                with m.Case(b):
+                    m.d.comb += level_step.eq(1 << (QUANT_FEATURE_FRAC - b))
+        fields_per_beat = functools.reduce(operator.or_, (
+            [Mux(sel_raw, raw_layout.fields_per_beat, 0)]
+            + [Mux(selects[key], layouts[key].fields_per_beat, 0) for key in selects]))
+
+        lane_valid, lane_first, lane_second = [], [], []
+        for lane, (index, sample1, sample2) in enumerate(gathered):
+            quant_valid = Signal(name=f"lane{lane}_quant_valid")
+            m.d.comb += quant_valid.eq(_any(select for key, select in selects.items()
+                                            if lane < layouts[key].fields_per_beat))
             # Aligned level q << (8 - b) = aligned index + (s << (8 - b)), then the lookup; the
             # lookup's signed(11) result is narrowed to signed(10), exact as |F| <= 256.
             words = []
@@ -241,13 +262,13 @@ class FieldDecoder(wiring.Component):
                 word = Signal(signed(QUANT_FEATURE_FRAC + 2), name=f"lane{lane}_f{n}")
                 m.d.comb += [
                     level.eq(index + Mux(sample, level_step, 0)),
-                    word.eq(Mux(quant_valid, level_value(level, self.bits), 0)),
+                    word.eq(Mux(quant_valid, level_value(level, bits), 0)),
                 ]
                 words.append(word)
 
             valid = quant_valid
             if lane < raw_lanes:
-                raw = self.data[32 * lane: 32 * lane + 32]
+                raw = raw_words[lane]
                 clamped = Signal(signed(WORD_WIDTH), name=f"lane{lane}_raw")
                 # Top two bits 01: >= 2**30, clamp to 2**30; 10: < -2**30, clamp to -2**30.
                 m.d.comb += clamped.eq(Mux(~raw[31] & raw[30], RAW_ONE,
@@ -261,15 +282,19 @@ class FieldDecoder(wiring.Component):
             lane_first.append(first)
             lane_second.append(second)
 
-        # Single has F2 == F1, so F1 + F2 is also its label 2 F1 (9 fraction bits).
-        label = Mux(sel_raw, lane_first[0], lane_first[0] + lane_second[0])
-
-        domain = m.d.sync if self._registered else m.d.comb
+        domain = m.d.sync if self._latency else m.d.comb
         domain += [
             self.valid.eq(Cat(*lane_valid)),
             self.first.eq(Cat(*lane_first)),
             self.second.eq(Cat(*lane_second)),
             self.fields_per_beat.eq(fields_per_beat),
-            self.label.eq(label),
         ]
+        # Single has F2 == F1, so F1 + F2 is also its label 2 F1 (9 fraction bits).  Made from
+        # the output words (the registered ones when latency > 0: the addition is then not in
+        # the same cycle as the words' own arithmetic).
+        raw_setting = sel_raw
+        if self._latency:
+            raw_setting = Signal()
+            m.d.sync += raw_setting.eq(sel_raw)
+        m.d.comb += self.label.eq(Mux(raw_setting, self.first[0], self.first[0] + self.second[0]))
         return m

