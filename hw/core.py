@@ -457,22 +457,24 @@ class SgdCore(wiring.Component):
         bits_ok = (self.cfg_encoding == Encoding.RAW32) | (
             (self.cfg_bits >= 1) & (self.cfg_bits <= 8))
         fl_m, fl_g = self.cfg_model_frac, self.cfg_grad_frac
-        config_ok = (enc_ok & bits_ok
-                     & (self.cfg_n_features >= 1) & (self.cfg_n_features <= p.max_features)
-                     & (self.cfg_batch_size >= 1) & (self.cfg_batch_size <= p.max_batch)
-                     & (self.cfg_samples >= 1)
-                     & (self.cfg_model_width >= 2) & (self.cfg_model_width <= 32)
-                     & (fl_m >= 1) & (fl_m <= 31)
-                     & (self.cfg_grad_width >= 2) & (self.cfg_grad_width <= 32)
-                     & (fl_g + 8 >= fl_m) & (fl_g <= fl_m + 32))
+        config_checks = Cat(
+            enc_ok, bits_ok,
+            (self.cfg_n_features >= 1), (self.cfg_n_features <= p.max_features),
+            (self.cfg_batch_size >= 1), (self.cfg_batch_size <= p.max_batch),
+            (self.cfg_samples >= 1),
+            (self.cfg_model_width >= 2), (self.cfg_model_width <= 32),
+            (fl_m >= 1), (fl_m <= 31),
+            (self.cfg_grad_width >= 2), (self.cfg_grad_width <= 32),
+            (fl_g + 8 >= fl_m), (fl_g <= fl_m + 32))
         # A start is decided in the cycle after its pulse, from the range checks registered
         # with it: the checks and the wide fan-out of an accepted start (the pipelines' reset,
         # the latches, the counters) are then in different cycles.  ``busy`` covers the
         # waiting cycle, which keeps the configuration locked from the pulse on; an abort in
         # the same cycle wins (docs/REGISTERS.md, CTRL).
-        config_ok_r = Signal()
+        checks_r = Signal(len(config_checks))     # each range check registered on its own
         m.d.sync += [start_request.eq(self.start & ~self.busy & ~self.abort_epoch),
-                     config_ok_r.eq(config_ok)]
+                     checks_r.eq(config_checks)]
+        config_ok_r = checks_r.all()
         start_ok = Signal()
         m.d.comb += start_ok.eq(start_request & config_ok_r)
         m.d.comb += error_events[ErrorBit.START_WHILE_BUSY].eq(self.start & self.busy)
