@@ -466,7 +466,10 @@ if __name__ == "__main__":
         "saturate_runtime, widths 2..32, corners": sum(len(corner_values(w, 41, rng41))
                                                       for w in range(2, 33)),
         "format_top, widths 1..32": 32,
+        "format_limits, widths 1..32": 32,
         "shift_left_bounded, every 6-bit value and 4-bit amount": 64 * 16,
+        "Rounder.pipelined_saturating, residual size, widths 2, 9, 32": sum(
+            len(cases) for _, cases in saturating_rounder_jobs()[0]),
     }
     for what, count in saturation.items():
         total += count
