@@ -17,7 +17,7 @@ from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
 from ..spec.fixed import RAND_BITS, RoundingMode
 
 __all__ = ["saturate", "saturate_runtime", "format_top", "format_limits", "shift_left_bounded",
-           "Rounder", "Product", "rotate", "popcount"]
+           "Rounder", "Product", "rotate", "popcount", "any_of"]
 
 
 def saturate(value: Value, width: int) -> tuple[Value, Value]:
@@ -301,6 +301,12 @@ def rotate(m, values: list[Value], amount: Value, name: str) -> list[Signal]:
         m.d.comb += out.eq(values[0])
         current = [out]
     return current
+
+
+def any_of(bits) -> Value:
+    """OR of 1-bit values as one flat reduction (``Const(0, 1)`` for none)."""
+    bits = list(bits)
+    return Cat(*bits).any() if bits else Const(0, 1)
 
 
 def popcount(bits: Value) -> Value:

@@ -55,6 +55,7 @@ from ..spec.stream import (
 from .arith import (
     Product,
     Rounder,
+    any_of,
     format_limits,
     popcount,
     rotate,
@@ -237,7 +238,7 @@ class _Slicer:
 
         def other_front(position):
             """Another slicer issues a fused beat at ``position`` now."""
-            return _any_of(issues & other_fused & (f0 == position)
+            return any_of(issues & other_fused & (f0 == position)
                            for issues, other_fused, f0 in others)
 
         # Entries 0 .. UPDATE_WINDOW - 2 move up by one; each candidate's hit is its own OR,
@@ -248,22 +249,16 @@ class _Slicer:
                                        self.f0 == self.next_slice)
         move = (Cat(move_front, *(successor(z, b, n) for z, b, n in zip(
                     at_zero, at_beat, at_slice, strict=True))),
-                move_front | successor(_any_of(at_zero), _any_of(at_beat), _any_of(at_slice)))
+                move_front | successor(any_of(at_zero), any_of(at_beat), any_of(at_slice)))
         stay_front = other_front(self.f0)
         stay = (Cat(stay_front, self.matches[:-1]), stay_front | self.matches[:-1].any())
         restart_front = other_front(0)
-        restart = (Cat(restart_front, *at_zero), restart_front | _any_of(at_zero))
+        restart = (Cat(restart_front, *at_zero), restart_front | any_of(at_zero))
         next_matches, next_hit = (Mux(self._restarting, r, Mux(self._advancing, mv, st))
                                   for r, mv, st in zip(restart, move, stay, strict=True))
         m.d.sync += [self.matches.eq(next_matches), self.hit.eq(next_hit)]
         with m.If(window.reset):
             m.d.sync += [self.matches.eq(0), self.hit.eq(0)]
-
-
-def _any_of(bits) -> Value:
-    """OR of 1-bit values (0 for none)."""
-    bits = list(bits)
-    return Cat(*bits).any() if bits else Const(0, 1)
 
 
 def _pick(m, words, index, lanes: int, name: str) -> list:

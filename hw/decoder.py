@@ -19,10 +19,11 @@ from __future__ import annotations
 import functools
 import operator
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from zipsgd.hw.arith import any_of
 from zipsgd.spec.stream import (
     BUS_WIDTHS,
     QUANT_FEATURE_FRAC,
@@ -69,15 +70,9 @@ def level_value(q, bits):
     return (q << 1) - (1 << QUANT_FEATURE_FRAC)
 
 
-def _any(terms):
-    """OR of 1-bit values (``Const(0, 1)`` for none), as one flat reduction."""
-    terms = list(terms)
-    return Cat(*terms).any() if terms else Const(0, 1)
-
-
 def _gather(data_bits, terms):
     """One output bit: ``OR over beat positions p of (data[p] & OR(selects of p))``."""
-    return _any(data_bits[pos] & _any(selects) for pos, selects in sorted(terms.items()))
+    return any_of(data_bits[pos] & any_of(selects) for pos, selects in sorted(terms.items()))
 
 
 class FieldDecoder(wiring.Component):
@@ -252,7 +247,7 @@ class FieldDecoder(wiring.Component):
         lane_valid, lane_first, lane_second = [], [], []
         for lane, (index, sample1, sample2) in enumerate(gathered):
             quant_valid = Signal(name=f"lane{lane}_quant_valid")
-            m.d.comb += quant_valid.eq(_any(select for key, select in selects.items()
+            m.d.comb += quant_valid.eq(any_of(select for key, select in selects.items()
                                             if lane < layouts[key].fields_per_beat))
             # Aligned level q << (8 - b) = aligned index + (s << (8 - b)), then the lookup; the
             # lookup's signed(11) result is narrowed to signed(10), exact as |F| <= 256.
