@@ -84,6 +84,7 @@ class Rounder:
     """
 
     def __init__(self, m, shift, mode: Value, max_shift: int, name: str):
+        self.name = name
         self.mode = mode
         self.max_shift = max_shift
         span = self.span = max_shift + 1
@@ -101,6 +102,7 @@ class Rounder:
                          self.mask.eq(Cat(*(self.shift > k for k in range(span)))),
                          self.half.eq(Cat(*(self.shift == k + 1 for k in range(span)))),
                          self.is_zero.eq(self.shift == 0)]
+        self._registered = None
 
     def apply(self, value: Value, rand: Value) -> Value:
         v = value.as_signed()
@@ -120,6 +122,23 @@ class Rounder:
         result = Mux(self.mode == RoundingMode.TRUNCATE, floor,
                      Mux(self.mode == RoundingMode.HALF_EVEN, half_even, stochastic))
         return result[: width + 1].as_signed()
+
+    def _registered_masks(self, m) -> tuple[Value, Value, Value]:
+        """``(mask, half, is_zero)`` for the pipelined stages: with a run-time shift, registers
+        (made once, shared by every lane) that follow the shift a cycle late, so that no
+        comparator stands in front of a rounding stage.  The shift must therefore hold still
+        for a cycle before a value enters (the engine's shifts are settings, fixed while
+        busy)."""
+        if isinstance(self.shift, Const):
+            return self.mask, self.half, self.is_zero
+        if self._registered is None:
+            regs = (Signal(self.span, name=f"{self.name}_mask_r"),
+                    Signal(self.span, name=f"{self.name}_half_r"),
+                    Signal(name=f"{self.name}_zero_r"))
+            m.d.sync += [r.eq(v) for r, v in zip(regs, (self.mask, self.half, self.is_zero),
+                                                 strict=True)]
+            self._registered = regs
+        return self._registered
 
     def pipelined(self, m, value: Value, rand: Value, name: str) -> tuple[Signal, int]:
         """:meth:`apply` over three clock cycles; returns ``(result, latency)`` (see
@@ -171,7 +190,8 @@ class Rounder:
         Cycle 1: ``floor``, the filled ``dropped``, the mode's addend and carry-in; cycle 2:
         the carry (the increment); cycle 3: ``floor + increment``.  With a constant shift
         cycle 1 is wiring and is left out (latency 2).  The mode and the shift must hold
-        still while a value is inside.
+        still while a value is inside, and a run-time shift also for the cycle before (the
+        masks it sets are registers, :meth:`_registered_masks`).
         """
         v = value.as_signed()
         width = len(v)
@@ -196,12 +216,13 @@ class Rounder:
         else:
             offset = shift_left_bounded(rand, self.shift, span + RAND_BITS)[RAND_BITS:]
         half_even = self.mode == RoundingMode.HALF_EVEN
+        mask, _, is_zero = self._registered_masks(m)
         floor1 = register("floor", signed(width), floor_now, constant)
-        filled = register("filled", span, v.as_unsigned()[:span] | ~self.mask, constant)
+        filled = register("filled", span, v.as_unsigned()[:span] | ~mask, constant)
         addend = register("addend", span, Mux(
-            self.mode == RoundingMode.TRUNCATE, 0, Mux(half_even, self.mask >> 1, offset)),
+            self.mode == RoundingMode.TRUNCATE, 0, Mux(half_even, mask >> 1, offset)),
             constant)
-        carry_in = register("carry_in", 1, half_even & floor_now[0] & ~self.is_zero, constant)
+        carry_in = register("carry_in", 1, half_even & floor_now[0] & ~is_zero, constant)
         # The carry-in enters as a doubled bottom bit: one adder, one chain.
         total = Cat(carry_in, filled) + Cat(carry_in, addend)
         increment = register("increment", 1, total[span + 1])

@@ -572,7 +572,7 @@ class SgdCore(wiring.Component):
                                  & (efifo.level < RESIDUAL_FIFO_SLACK))
         batch_gate = ~(in_f0 == 0) | ~fused_sample | gradients_ready
         # A fused beat must read the words an earlier fused beat wrote: it waits out the
-        # window.  A plain beat goes ahead and takes the updated words by forwarding (stage U12).
+        # window.  A plain beat goes ahead and takes the updated words by forwarding (stage U13).
         hazard_free = ~(fused_sample & feed.hit) & fifo_room & batch_gate
         accepting = Signal()
         held_issue = Signal()
@@ -721,8 +721,8 @@ class SgdCore(wiring.Component):
         mask_banks = rotate(m, [b_mask[i] for i in range(lanes)], neg_shift, "mask_rot")
 
         # ======================================================================================
-        # Update pipeline U1..U13 (docs/HARDWARE.md, "Update pipeline"): a fused beat's words
-        # become x3 (docs/ENGINE.md stage 6) and are written back in U13; a plain beat's words
+        # Update pipeline U1..U14 (docs/HARDWARE.md, "Update pipeline"): a fused beat's words
+        # become x3 (docs/ENGINE.md stage 6) and are written back in U14; a plain beat's words
         # pass, or are replaced by a fused beat's newer words (forwarding).
         # ======================================================================================
         in_flight = []   # valid bits of the stages made by carry() and delay(): the drain waits
@@ -773,99 +773,101 @@ class SgdCore(wiring.Component):
                  for b in range(lanes)]
         step_latency = steps[0][1]
         u3 = delay_all(u1, step_latency - 1, "u_s", drop=("g", "rand_step"))
-        # U4: x1 = sat_WLm(x - step)   (step 1, saturation).  The saturation tests
+        # U4, U5: x1 = sat_WLm(x - step)   (step 1, saturation).  The saturation tests
         # x - step > hi and x - step < lo are made as x - hi > step and x - lo < step, with
-        # x - hi and x - lo from U3: U4 then holds three carry chains side by side and a choice.
+        # x - hi and x - lo from U3: U4 holds three carry chains side by side, U5 only chooses.
         model_hi, model_lo = model_limits
         u4 = carry(f"u_s{step_latency - 1}", u3 | {
             "above_hi": [u3["x"][b] - model_hi for b in range(lanes)],
             "above_lo": [u3["x"][b] - model_lo for b in range(lanes)]})
-        x1 = []
-        for b in range(lanes):
-            step = steps[b][0]
-            over, under = u4["above_hi"][b] > step, u4["above_lo"][b] < step
-            x1.append(Mux(over, model_hi, Mux(under, model_lo, u4["x"][b] - step))[:32]
-                      .as_signed())
-            u4.setdefault("clip", []).append(over | under)
-        u5 = carry("u5", u4 | {"x1": x1}, drop=("above_hi", "above_lo"))
+        u5 = carry("u5", u4 | {
+            "diff": [(u4["x"][b] - steps[b][0])[:32] for b in range(lanes)],
+            "over": [u4["above_hi"][b] > steps[b][0] for b in range(lanes)],
+            "under": [u4["above_lo"][b] < steps[b][0] for b in range(lanes)]},
+            drop=("above_hi", "above_lo"))
+        u6 = carry("u6", u5 | {
+            "x1": [Mux(u5["over"][b], model_hi, Mux(u5["under"][b], model_lo, u5["diff"][b]))
+                   [:32].as_signed() for b in range(lanes)],
+            "clip": [u5["over"][b] | u5["under"][b] for b in range(lanes)]},
+            drop=("diff", "over", "under"))
         # Model saturations: counted for fused, valid banks.
         sat_bits = Signal(lanes)
-        m.d.comb += sat_bits.eq(Cat(*(u5["clip"][b] & u5["mask"][b] for b in range(lanes))))
-        with m.If(u5["valid"] & u5["fused"]):
+        m.d.comb += sat_bits.eq(Cat(*(u6["clip"][b] & u6["mask"][b] for b in range(lanes))))
+        with m.If(u6["valid"] & u6["fused"]):
             m.d.sync += self.model_saturations.eq(self.model_saturations + popcount(sat_bits))
-        # U5, U6: the decay product x1 * eta; U7, U8: its rounding; U9: x2 = x1 - decay (step 2)
-        decay_products = [Product(m, u5["x1"][b], cfg.decay.as_unsigned(), f"u_decay{b}")
+        # U6, U7: the decay product x1 * eta; U8, U9: its rounding; U10: x2 = x1 - decay (step 2)
+        decay_products = [Product(m, u6["x1"][b], cfg.decay.as_unsigned(), f"u_decay{b}")
                           for b in range(lanes)]
-        u7 = delay_all(u5, decay_products[0].latency, "u_p", drop=("clip",))
-        decays = [decay_rounder.pipelined(m, decay_products[b].value, u7["rand_decay"][b],
+        u8 = delay_all(u6, decay_products[0].latency, "u_p", drop=("clip",))
+        decays = [decay_rounder.pipelined(m, decay_products[b].value, u8["rand_decay"][b],
                                           f"u_dround{b}") for b in range(lanes)]
-        u9 = delay_all(u7, decays[0][1], "u_r", drop=("rand_decay",))
-        x2 = [u9["x1"][b] - decays[b][0] for b in range(lanes)]
-        u10 = carry("u10", u9 | {"x2": x2}, drop=("x1",))
-        # U10, U11: the L1 threshold (step 3): magnitude = |x2| - threshold.
-        u11 = carry("u11", u10 | {
-            "abs": [Mux(v < 0, -v, v) for v in u10["x2"]],
-            "negative": [v < 0 for v in u10["x2"]]}, drop=("x2",))
-        # Both signs of the magnitude and its test are made here, so that U12 only chooses.
+        u10 = delay_all(u8, decays[0][1], "u_r", drop=("rand_decay",))
+        x2 = [u10["x1"][b] - decays[b][0] for b in range(lanes)]
+        u11 = carry("u11", u10 | {"x2": x2}, drop=("x1",))
+        # U11, U12: the L1 threshold (step 3): magnitude = |x2| - threshold.
         u12 = carry("u12", u11 | {
-            "magnitude": [a - cfg.threshold for a in u11["abs"]],
-            "negated": [cfg.threshold - a for a in u11["abs"]],
-            "positive": [a > cfg.threshold for a in u11["abs"]]}, drop=("abs",))
-        # Cycles from issue to the write (U13): A, B, U1, the step's rounding, U4, the decay's
-        # product and rounding, U9 .. U12, U13.
-        write_cycle = 3 + steps[0][1] + 1 + decay_products[0].latency + decays[0][1] + 4
+            "abs": [Mux(v < 0, -v, v) for v in u11["x2"]],
+            "negative": [v < 0 for v in u11["x2"]]}, drop=("x2",))
+        # Both signs of the magnitude and its test are made here, so that U13 only chooses.
+        u13 = carry("u13", u12 | {
+            "magnitude": [a - cfg.threshold for a in u12["abs"]],
+            "negated": [cfg.threshold - a for a in u12["abs"]],
+            "positive": [a > cfg.threshold for a in u12["abs"]]}, drop=("abs",))
+        # Cycles from issue to the write (U14): A, B, U1, the step's rounding, U4, U5, the
+        # decay's product and rounding, U10 .. U13, U14.
+        write_cycle = 3 + steps[0][1] + 2 + decay_products[0].latency + decays[0][1] + 4
         assert write_cycle == UPDATE_WINDOW, (
             f"UPDATE_WINDOW is {UPDATE_WINDOW}, the update pipeline writes {write_cycle} cycles "
             f"after issue")
 
-        # U12 -> U13: x3, or a plain beat's own word, or a forwarded one.  A fused beat with the
+        # U13 -> U14: x3, or a plain beat's own word, or a forwarded one.  A fused beat with the
         # same field offset issued j = 1 .. UPDATE_WINDOW - 1 cycles earlier wrote its words
-        # after this beat read the memory: they are in the U13 registers (j = 1) or in the
-        # history of U13 words (j >= 2).  ``forward`` (one-hot, found at issue) says which.
-        u13 = carry("u13", u12, drop=("magnitude", "negated", "positive", "negative", "x",
+        # after this beat read the memory: they are in the U14 registers (j = 1) or in the
+        # history of U14 words (j >= 2).  ``forward`` (one-hot, found at issue) says which.
+        u14 = carry("u14", u13, drop=("magnitude", "negated", "positive", "negative", "x",
                                        "forward"))
         history = []
         for j in range(2, UPDATE_WINDOW):
             words = [Signal(signed(32), name=f"fwd{j}_x{b}") for b in range(lanes)]
             history.append(words)
-        u13_x = [Signal(signed(32), name=f"u13_x{b}") for b in range(lanes)]
+        u14_x = [Signal(signed(32), name=f"u14_x{b}") for b in range(lanes)]
         for j, words in enumerate(history):
-            previous = u13_x if j == 0 else history[j - 1]
+            previous = u14_x if j == 0 else history[j - 1]
             m.d.sync += [words[b].eq(previous[b]) for b in range(lanes)]
-        forward = u12["forward"]
+        forward = u13["forward"]
         for b in range(lanes):
-            x3 = Mux(u12["positive"][b], Mux(u12["negative"][b], u12["negated"][b],
-                                             u12["magnitude"][b]), 0)
-            own = Mux(u12["fused"], x3, u12["x"][b])
-            sources = [u13_x[b]] + [words[b] for words in history]
+            x3 = Mux(u13["positive"][b], Mux(u13["negative"][b], u13["negated"][b],
+                                             u13["magnitude"][b]), 0)
+            own = Mux(u13["fused"], x3, u13["x"][b])
+            sources = [u14_x[b]] + [words[b] for words in history]
             forwarded = Cat(*(Mux(forward[k], sources[k], 0) for k in range(len(sources))))
             words = [forwarded[32 * k: 32 * k + 32] for k in range(len(sources))]
-            m.d.sync += u13_x[b].eq(Mux(forward.any(), functools.reduce(operator.or_, words),
+            m.d.sync += u14_x[b].eq(Mux(forward.any(), functools.reduce(operator.or_, words),
                                         own))
-        u13["x"] = u13_x
-        with m.If(u13["valid"] & u13["fused"] & u13["pass_end"]):
+        u14["x"] = u14_x
+        with m.If(u14["valid"] & u14["fused"] & u14["pass_end"]):
             m.d.sync += self.updates.eq(self.updates + 1)
         # Write back the fused update (bank space; rows from f0).
-        u13_shift = Signal(log_lanes)
-        u13_base = Signal(field_bits - log_lanes)
-        m.d.comb += [u13_shift.eq(u13["f0"][:log_lanes]), u13_base.eq(u13["f0"][log_lanes:])]
+        u14_shift = Signal(log_lanes)
+        u14_base = Signal(field_bits - log_lanes)
+        m.d.comb += [u14_shift.eq(u14["f0"][:log_lanes]), u14_base.eq(u14["f0"][log_lanes:])]
         for b in range(lanes):
             with m.If(idle_port):
                 m.d.comb += [model_wr[b].addr.eq(port_row), model_wr[b].data.eq(self.model_wdata),
                              model_wr[b].en.eq(self.model_write & (port_bank == b))]
             with m.Else():
-                m.d.comb += [model_wr[b].addr.eq(_row(u13_base, u13_shift, b, lanes)),
-                             model_wr[b].data.eq(u13_x[b]),
-                             model_wr[b].en.eq(u13["valid"] & u13["fused"] & u13["mask"][b])]
+                m.d.comb += [model_wr[b].addr.eq(_row(u14_base, u14_shift, b, lanes)),
+                             model_wr[b].data.eq(u14_x[b]),
+                             model_wr[b].en.eq(u14["valid"] & u14["fused"] & u14["mask"][b])]
 
         # Stage D: bank -> lane rotation of the (updated) model words; an unused lane's word is
         # 0 (so is its product), and the multiplier operand is chosen by the encoding.
-        d = carry("d", u13, drop=("ops", "x", "mask"))
-        x_lanes = rotate(m, u13_x, u13_shift, "x_rot")
-        lane_mask = rotate(m, [u13["mask"][b] for b in range(lanes)], u13_shift, "lane_mask_rot")
+        d = carry("d", u14, drop=("ops", "x", "mask"))
+        x_lanes = rotate(m, u14_x, u14_shift, "x_rot")
+        lane_mask = rotate(m, [u14["mask"][b] for b in range(lanes)], u14_shift, "lane_mask_rot")
         d_x = [stage(f"d_x{i}", signed(32), Mux(lane_mask[i], x_lanes[i], 0))
                for i in range(lanes)]
-        d_op = [stage(f"d_op{i}", u13["ops"][i].shape(), u13["ops"][i]) for i in range(lanes)]
+        d_op = [stage(f"d_op{i}", u14["ops"][i].shape(), u14["ops"][i]) for i in range(lanes)]
 
         # Stage E: products F1 * x (docs/ENGINE.md stage 2), pipelined multipliers, then the
         # raw32 alignment.

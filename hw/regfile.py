@@ -32,11 +32,15 @@ cocotbext-axi then finds the bus with ``AxiLiteBus.from_prefix(dut, "s_axil")``.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Signal, Value
+import functools
+import operator
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..spec.engine import EngineParams
+from .arith import any_of
 from .registers import (
     ADDR_WIDTH,
     DATA_WIDTH,
@@ -46,6 +50,7 @@ from .registers import (
     ErrorBit,
     Register,
     identity_values,
+    register,
 )
 
 __all__ = [
@@ -287,7 +292,11 @@ class RegisterFile(wiring.Component):
 
         # -- channel buffers: each channel's ready is "buffer empty" (a register) ------------
         aw_full, w_full, ar_full = Signal(), Signal(), Signal()
-        aw_word, ar_word = Signal(word_bits), Signal(word_bits)
+        aw_word = Signal(word_bits)
+        # A read's register is decoded when AR is taken (one-hot over the readable registers),
+        # so that the read cycle only chooses.
+        readable = [reg for reg in REGISTERS if reg.readable]
+        ar_sel = Signal(len(readable))
         w_data, w_strb = Signal(DATA_WIDTH), Signal(DATA_WIDTH // 8)
         m.d.comb += [bus.awready.eq(~aw_full), bus.wready.eq(~w_full),
                      bus.arready.eq(~ar_full)]
@@ -296,7 +305,8 @@ class RegisterFile(wiring.Component):
         with m.If(bus.wvalid & ~w_full):
             m.d.sync += [w_full.eq(1), w_data.eq(bus.wdata), w_strb.eq(bus.wstrb)]
         with m.If(bus.arvalid & ~ar_full):
-            m.d.sync += [ar_full.eq(1), ar_word.eq(bus.araddr[2:])]
+            m.d.sync += [ar_full.eq(1), ar_sel.eq(Cat(*(bus.araddr[2:] == reg.offset >> 2
+                                                        for reg in readable)))]
 
         # -- arbitration ---------------------------------------------------------------------
         read_wait = Signal()  # a MODEL_DATA read waits for model.rvalid
@@ -360,15 +370,20 @@ class RegisterFile(wiring.Component):
 
         # -- reads -----------------------------------------------------------------------------
         latches: dict[str, Signal] = {}  # high words latched by _LO reads, by quantity
+        words, okay = [], []
+        for reg, selected in zip(readable, ar_sel, strict=True):
+            word = self._read(m, reg, selected & read_go, store, latches, index_ok, read_wait)
+            if word is not None:
+                words.append(Mux(selected, word, 0))
+                okay.append(selected)
         with m.If(read_go):
-            m.d.sync += [ar_full.eq(0), bus.rvalid.eq(1), bus.rresp.eq(RESP_SLVERR),
-                         bus.rdata.eq(0)]
-            with m.Switch(ar_word):
-                for reg in REGISTERS:
-                    if not reg.readable:
-                        continue  # SLVERR
-                    with m.Case(reg.offset >> 2):
-                        self._read(m, reg, store, latches, index_ok, read_wait)
+            # SLVERR and 0 for an address that is not readable; a MODEL_DATA read's response
+            # comes later (_read).
+            m.d.sync += [ar_full.eq(0), bus.rvalid.eq(1),
+                         bus.rresp.eq(Mux(any_of(okay), RESP_OKAY, RESP_SLVERR)),
+                         bus.rdata.eq(functools.reduce(operator.or_, words))]
+            self._read_model(m, ar_sel[readable.index(register("MODEL_DATA"))],
+                             index_ok, read_wait)
         with m.If(read_wait & port.rvalid):
             m.d.sync += [read_wait.eq(0), bus.rvalid.eq(1), bus.rresp.eq(RESP_OKAY),
                          bus.rdata.eq(port.rdata)]
@@ -397,34 +412,39 @@ class RegisterFile(wiring.Component):
             stored = store[reg.name].as_value()
             m.d.sync += [okay, stored.eq(merge(reg, stored))]
 
-    def _read(self, m, reg, store, latches, index_ok, read_wait):
-        bus, port, status = self.axil, self.model, self.status
+    def _read(self, m, reg, taken, store, latches, index_ok, read_wait):
+        """The word a read of ``reg`` returns (``None``: MODEL_DATA, see :meth:`_read_model`);
+        ``taken`` is high in the cycle the read executes (it latches a high word)."""
+        status = self.status
         if reg.name == "MODEL_DATA":
-            with m.If(index_ok):
-                m.d.sync += [port.read.eq(1), read_wait.eq(1), bus.rvalid.eq(0)]
-            return
-        m.d.sync += bus.rresp.eq(RESP_OKAY)
+            return None
         if reg.name in store:
-            m.d.sync += bus.rdata.eq(store[reg.name].as_value())
-        elif reg.group == "identity":
-            m.d.sync += bus.rdata.eq(Const(identity_values(self._params)[reg.name], DATA_WIDTH))
-        elif reg.wide:
+            return store[reg.name].as_value()
+        if reg.group == "identity":
+            return Const(identity_values(self._params)[reg.name], DATA_WIDTH)
+        if reg.wide:
             (f,) = reg.fields
             value = getattr(status, f.name)
             if reg.word == 0:
                 # The _LO read latches the high word for the _HI read that follows.
                 high = Signal(DATA_WIDTH, name=f"{f.name}_hi_latch")
                 latches[f.name] = high
-                m.d.sync += [bus.rdata.eq(value[:DATA_WIDTH]), high.eq(value[DATA_WIDTH:])]
+                with m.If(taken):
+                    m.d.sync += high.eq(value[DATA_WIDTH:])
+                return value[:DATA_WIDTH]
+            return latches[f.name]
+        sources = {}
+        for f in reg.fields:
+            if reg.name == "ERROR_FLAGS":
+                sources[f.name] = status.error_flags[f.lsb]
+            elif f.name == "error":
+                sources[f.name] = status.error_flags.any()
             else:
-                m.d.sync += bus.rdata.eq(latches[f.name])
-        else:
-            sources = {}
-            for f in reg.fields:
-                if reg.name == "ERROR_FLAGS":
-                    sources[f.name] = status.error_flags[f.lsb]
-                elif f.name == "error":
-                    sources[f.name] = status.error_flags.any()
-                else:
-                    sources[f.name] = getattr(status, f.name)
-            m.d.sync += bus.rdata.eq(_pack(reg, sources))
+                sources[f.name] = getattr(status, f.name)
+        return _pack(reg, sources)
+
+    def _read_model(self, m, selected, index_ok, read_wait):
+        """A MODEL_DATA read (in the read cycle): it asks the model port and answers when the
+        word comes (``read_wait``); with the index out of range it is SLVERR now."""
+        with m.If(selected & index_ok):
+            m.d.sync += [self.model.read.eq(1), read_wait.eq(1), self.axil.rvalid.eq(0)]

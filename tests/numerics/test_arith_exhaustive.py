@@ -119,6 +119,8 @@ class LaneBench:
             for controls, cases in jobs:
                 for name, value in controls.items():
                     ctx.set(self.controls[name], value)
+                if self.latency:   # pipelined: settings reach their registers a cycle later
+                    await ctx.tick()
                 got = []
                 for start in range(0, len(cases), self.lanes):
                     chunk = list(cases[start:start + self.lanes])
