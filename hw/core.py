@@ -59,7 +59,6 @@ from .arith import (
     format_limits,
     popcount,
     rotate,
-    saturate,
 )
 from .decoder import FieldDecoder
 from .registers import ErrorBit
@@ -161,6 +160,8 @@ class _Slicer:
         self.index = Signal(range(max(2, max_slices)), name=f"{name}_index")
         self.slice_last = Signal(name=f"{name}_slice_last")
         self.beat_last = Signal(name=f"{name}_beat_last")
+        # f0 == 0 as a register (the first slice of a sample: every later one is past 0).
+        self.at_start = Signal(init=1, name=f"{name}_at_start")
         self.sample_last = Signal(name=f"{name}_sample_last")
         m.d.comb += self.sample_last.eq(self.slice_last & self.beat_last)
         # The update window's view of f0 (made by track()).
@@ -187,6 +188,7 @@ class _Slicer:
 
     def _go(self, m, f0, beat_f0, index, slice_last, beat_last, next_beat, next_slice):
         m.d.sync += [self.f0.eq(f0), self.beat_f0.eq(beat_f0), self.index.eq(index),
+                     self.at_start.eq(isinstance(f0, int) and f0 == 0),
                      self.slice_last.eq(slice_last if self._sliced else 1),
                      self.beat_last.eq(beat_last), self.next_beat.eq(next_beat),
                      self.next_slice.eq(next_slice)]
@@ -219,16 +221,16 @@ class _Slicer:
         self._go(m, 0, 0, 0, (cfg.per_beat <= lanes) | (lanes > cfg.n), cfg.per_beat > cfg.n,
                  cfg.per_beat, lanes)
 
-    def track(self, m, window: _UpdateWindow, fused: Value, others: list):
+    def track(self, m, window: _UpdateWindow, fused: Value):
         """Registers ``matches`` (bit ``k``: entry ``k`` of the update window is a fused beat
         at ``f0``) and ``hit`` (any), always those of the current ``f0`` and window.
 
         They are made a cycle ahead: for each position the slicer can move to (the next
         slice, the next beat's first, the restart) against the window as it is now, whose
-        entries move up by one, plus the entry issued now.  When the slicer issues the slice
-        it moves from, that entry is its own (``fused`` says whether it enters the window);
-        otherwise it is one of ``others``: the ``(issues, fused, f0)`` of every other slicer
-        that shares the window.
+        entries move up by one, plus the entry issued now when the slicer issues the slice it
+        moves from (``fused`` says whether it enters the window).  Another slicer's issues
+        are not seen here: the caller guarantees that they are more than ``UPDATE_WINDOW``
+        cycles apart from this slicer's next issue (they are out of the window by then).
         """
         to_restart = self.slice_last & self.beat_last
         to_beat = self.slice_last & ~self.beat_last
@@ -236,24 +238,17 @@ class _Slicer:
         def successor(restart, beat, next_slice):
             return Mux(to_restart, restart, Mux(to_beat, beat, next_slice))
 
-        def other_front(position):
-            """Another slicer issues a fused beat at ``position`` now."""
-            return any_of(issues & other_fused & (f0 == position)
-                           for issues, other_fused, f0 in others)
-
         # Entries 0 .. UPDATE_WINDOW - 2 move up by one; each candidate's hit is its own OR,
         # so that the late choice (whether this slicer moves) comes last.
         at_zero, at_beat, at_slice = (window.compare(position)[:-1] for position in (
             0, self.next_beat, self.next_slice))
-        move_front = fused & successor(self.f0 == 0, self.f0 == self.next_beat,
+        move_front = fused & successor(self.at_start, self.f0 == self.next_beat,
                                        self.f0 == self.next_slice)
         move = (Cat(move_front, *(successor(z, b, n) for z, b, n in zip(
                     at_zero, at_beat, at_slice, strict=True))),
                 move_front | successor(any_of(at_zero), any_of(at_beat), any_of(at_slice)))
-        stay_front = other_front(self.f0)
-        stay = (Cat(stay_front, self.matches[:-1]), stay_front | self.matches[:-1].any())
-        restart_front = other_front(0)
-        restart = (Cat(restart_front, *at_zero), restart_front | any_of(at_zero))
+        stay = (Cat(Const(0, 1), self.matches[:-1]), self.matches[:-1].any())
+        restart = (Cat(Const(0, 1), *at_zero), any_of(at_zero))
         next_matches, next_hit = (Mux(self._restarting, r, Mux(self._advancing, mv, st))
                                   for r, mv, st in zip(restart, move, stay, strict=True))
         m.d.sync += [self.matches.eq(next_matches), self.hit.eq(next_hit)]
@@ -551,9 +546,12 @@ class SgdCore(wiring.Component):
         batches_begun = Signal(range(3))
         batches_pending = Signal(4)
         last_sample = Signal()
-        first_of_batch = in_sample_in_batch == 0
+        # in_sample_in_batch == 0, and whether a batch begun now takes a fused update
+        # (EXACT: from batch 1 on; DELAYED: from batch 2 on), as registers.
+        first_of_batch = Signal(init=1)
+        fused_batch = Signal()
         last_of_batch = (in_sample_in_batch + 1 == cfg.batch) | last_sample
-        fused_sample = first_of_batch & Mux(keep, batches_begun == 2, batches_begun >= 1)
+        fused_sample = first_of_batch & fused_batch
         # EXACT: batch u needs batches 0..u-1 written; DELAYED: batches 0..u-2.
         gradients_ready = Mux(keep, batches_pending <= 1, batches_pending == 0)
         pending_parity = Mux(keep, in_batch[0], ~in_batch[0])   # (u-2) or (u-1) mod 2
@@ -570,9 +568,9 @@ class SgdCore(wiring.Component):
         fifo_room = Signal()
         m.d.sync += fifo_room.eq((sfifo.level < sample_depth - 8)
                                  & (efifo.level < RESIDUAL_FIFO_SLACK))
-        batch_gate = ~(in_f0 == 0) | ~fused_sample | gradients_ready
+        batch_gate = ~feed.at_start | ~fused_sample | gradients_ready
         # A fused beat must read the words an earlier fused beat wrote: it waits out the
-        # window.  A plain beat goes ahead and takes the updated words by forwarding (stage U13).
+        # window.  A plain beat goes ahead and takes the updated words by forwarding (stage U12).
         hazard_free = ~(fused_sample & feed.hit) & fifo_room & batch_gate
         accepting = Signal()
         held_issue = Signal()
@@ -608,8 +606,12 @@ class SgdCore(wiring.Component):
         m.d.comb += flush_issue.eq((state == FLUSH) & (flush_pass != 0) & flush_gate)
 
         slice_issue = take | held_issue
-        feed.track(m, window, fused_sample, [(flush_issue, 1, flush_f0)])
-        sweep.track(m, window, 1, [(slice_issue, fused_sample, in_f0)])
+        # Neither slicer sees the other's issues: the stream and the flush never issue within
+        # UPDATE_WINDOW cycles of each other.  The flush starts after DRAIN, and a new epoch's
+        # stream after SETTLE, both of which wait until nothing is in flight (forward_busy,
+        # which outlasts the window); an abort clears the window.
+        feed.track(m, window, fused_sample)
+        sweep.track(m, window, 1)
         m.d.comb += [
             issue_valid.eq(slice_issue | flush_issue),
             issue_fused.eq(Mux(flush_issue, 1, fused_sample)),
@@ -624,7 +626,12 @@ class SgdCore(wiring.Component):
         ]
 
         with m.If(take):
-            m.d.sync += [self.beats.eq(self.beats + 1), held_data.eq(self.s_data)]
+            m.d.sync += self.beats.eq(self.beats + 1)
+        # The copy is read only in the slices after the first (mid_beat): before those it may
+        # load the bus every cycle, whether the beat is taken or not (a register condition,
+        # not the handshake).
+        with m.If(~mid_beat):
+            m.d.sync += held_data.eq(self.s_data)
         with m.If(slice_issue):
             feed.advance(m)
             with m.If(feed.sample_last):
@@ -632,11 +639,14 @@ class SgdCore(wiring.Component):
                              samples_to_begin.eq(samples_to_begin - 1),
                              last_sample.eq(samples_to_begin == 1)]
                 with m.If(last_of_batch):
-                    m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(in_batch + 1)]
+                    m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(in_batch + 1),
+                                 first_of_batch.eq(1),
+                                 fused_batch.eq(Mux(keep, batches_begun != 0, 1))]
                     with m.If(batches_begun != 2):
                         m.d.sync += batches_begun.eq(batches_begun + 1)
                 with m.Else():
-                    m.d.sync += in_sample_in_batch.eq(in_sample_in_batch + 1)
+                    m.d.sync += [in_sample_in_batch.eq(in_sample_in_batch + 1),
+                                 first_of_batch.eq(0)]
 
         # ======================================================================================
         # Forward path
@@ -651,12 +661,13 @@ class SgdCore(wiring.Component):
         m.d.sync += [
             a_valid.eq(issue_valid & ~pipe_reset), a_fused.eq(issue_fused),
             a_flush.eq(flush_issue), a_f0.eq(issue_f0),
-            a_first.eq(issue_f0 == 0), a_last.eq(Mux(flush_issue, 0, feed.sample_last)),
+            a_first.eq(Mux(flush_issue, sweep.at_start, feed.at_start)),
+            a_last.eq(Mux(flush_issue, 0, feed.sample_last)),
             a_parity.eq(Mux(flush_issue, flush_parity, pending_parity)),
             a_pass_end.eq(Mux(flush_issue, sweep.sample_last, feed.sample_last)),
             a_index.eq(Mux(flush_issue, sweep.index, feed.index)),
         ]
-        # Forwarding (stage U13) for a plain beat: the most recent fused beat with its offset
+        # Forwarding (stage U12) for a plain beat: the most recent fused beat with its offset
         # among those issued 1 .. UPDATE_WINDOW - 1 cycles before, found now, one-hot.
         a_forward = Signal(UPDATE_WINDOW - 1)
         matches = [feed.matches[k] for k in range(UPDATE_WINDOW - 1)]
@@ -668,12 +679,16 @@ class SgdCore(wiring.Component):
         # issue cycle, the words' arithmetic in stage A): the words are in stage B, next to
         # the memory data (the model words are needed no sooner).
         m.submodules.decoder = dec = FieldDecoder(bus_width=p.bus_width, latency=2)
-        m.d.comb += [dec.data.eq(Mux(flush_issue, 0, Mux(mid_beat, held_data, self.s_data))),
+        m.d.comb += [dec.data.eq(Mux(state == FLUSH, 0, Mux(mid_beat, held_data, self.s_data))),
                      dec.encoding.eq(cfg.encoding), dec.bits.eq(cfg.bits)]
-        a_shift = Signal(log_lanes)
-        a_base = Signal(field_bits - log_lanes)
-        m.d.comb += [a_shift.eq(a_f0[:log_lanes]), a_base.eq(a_f0[log_lanes:])]
-        a_rows = [_row(a_base, a_shift, b, lanes) for b in range(lanes)]
+        # The memory rows of the issued slice, registered with it (each slicer's from its own
+        # offset register; the issue only chooses).
+        def rows_of(f0):
+            return [_row(f0[log_lanes:], f0[:log_lanes], b, lanes) for b in range(lanes)]
+
+        a_rows = [Signal(field_bits - log_lanes, name=f"a_row{b}") for b in range(lanes)]
+        m.d.sync += [row.eq(Mux(flush_issue, flush_row, in_row)) for row, flush_row, in_row
+                     in zip(a_rows, rows_of(flush_f0), rows_of(in_f0), strict=True)]
         lane_field = [a_f0 + i for i in range(lanes)]
         # A lane is used when its field is a feature and in the beat (the decoder's valid, in
         # stage B).
@@ -721,8 +736,8 @@ class SgdCore(wiring.Component):
         mask_banks = rotate(m, [b_mask[i] for i in range(lanes)], neg_shift, "mask_rot")
 
         # ======================================================================================
-        # Update pipeline U1..U14 (docs/HARDWARE.md, "Update pipeline"): a fused beat's words
-        # become x3 (docs/ENGINE.md stage 6) and are written back in U14; a plain beat's words
+        # Update pipeline U1..U13 (docs/HARDWARE.md, "Update pipeline"): a fused beat's words
+        # become x3 (docs/ENGINE.md stage 6) and are written back in U13; a plain beat's words
         # pass, or are replaced by a fused beat's newer words (forwarding).
         # ======================================================================================
         in_flight = []   # valid bits of the stages made by carry() and delay(): the drain waits
@@ -804,70 +819,67 @@ class SgdCore(wiring.Component):
         u10 = delay_all(u8, decays[0][1], "u_r", drop=("rand_decay",))
         x2 = [u10["x1"][b] - decays[b][0] for b in range(lanes)]
         u11 = carry("u11", u10 | {"x2": x2}, drop=("x1",))
-        # U11, U12: the L1 threshold (step 3): magnitude = |x2| - threshold.
+        # U11: the L1 threshold (step 3), x3 = sign(x2) * max(|x2| - threshold, 0), is
+        # max(x2 - threshold, 0) for x2 >= 0 and min(x2 + threshold, 0) for x2 < 0: both sums
+        # are made here, and U12 chooses by signs only.
         u12 = carry("u12", u11 | {
-            "abs": [Mux(v < 0, -v, v) for v in u11["x2"]],
+            "above": [v - cfg.threshold for v in u11["x2"]],
+            "below": [v + cfg.threshold for v in u11["x2"]],
             "negative": [v < 0 for v in u11["x2"]]}, drop=("x2",))
-        # Both signs of the magnitude and its test are made here, so that U13 only chooses.
-        u13 = carry("u13", u12 | {
-            "magnitude": [a - cfg.threshold for a in u12["abs"]],
-            "negated": [cfg.threshold - a for a in u12["abs"]],
-            "positive": [a > cfg.threshold for a in u12["abs"]]}, drop=("abs",))
-        # Cycles from issue to the write (U14): A, B, U1, the step's rounding, U4, U5, the
-        # decay's product and rounding, U10 .. U13, U14.
-        write_cycle = 3 + steps[0][1] + 2 + decay_products[0].latency + decays[0][1] + 4
+        # Cycles from issue to the write (U13): A, B, U1, the step's rounding, U4, U5, the
+        # decay's product and rounding, U10 .. U12, U13.
+        write_cycle = 3 + steps[0][1] + 2 + decay_products[0].latency + decays[0][1] + 3
         assert write_cycle == UPDATE_WINDOW, (
             f"UPDATE_WINDOW is {UPDATE_WINDOW}, the update pipeline writes {write_cycle} cycles "
             f"after issue")
 
-        # U13 -> U14: x3, or a plain beat's own word, or a forwarded one.  A fused beat with the
+        # U12 -> U13: x3, or a plain beat's own word, or a forwarded one.  A fused beat with the
         # same field offset issued j = 1 .. UPDATE_WINDOW - 1 cycles earlier wrote its words
-        # after this beat read the memory: they are in the U14 registers (j = 1) or in the
-        # history of U14 words (j >= 2).  ``forward`` (one-hot, found at issue) says which.
-        u14 = carry("u14", u13, drop=("magnitude", "negated", "positive", "negative", "x",
-                                       "forward"))
+        # after this beat read the memory: they are in the U13 registers (j = 1) or in the
+        # history of U13 words (j >= 2).  ``forward`` (one-hot, found at issue) says which.
+        u13 = carry("u13", u12, drop=("above", "below", "negative", "x", "forward"))
         history = []
         for j in range(2, UPDATE_WINDOW):
             words = [Signal(signed(32), name=f"fwd{j}_x{b}") for b in range(lanes)]
             history.append(words)
-        u14_x = [Signal(signed(32), name=f"u14_x{b}") for b in range(lanes)]
+        u13_x = [Signal(signed(32), name=f"u13_x{b}") for b in range(lanes)]
         for j, words in enumerate(history):
-            previous = u14_x if j == 0 else history[j - 1]
+            previous = u13_x if j == 0 else history[j - 1]
             m.d.sync += [words[b].eq(previous[b]) for b in range(lanes)]
-        forward = u13["forward"]
+        forward = u12["forward"]
         for b in range(lanes):
-            x3 = Mux(u13["positive"][b], Mux(u13["negative"][b], u13["negated"][b],
-                                             u13["magnitude"][b]), 0)
-            own = Mux(u13["fused"], x3, u13["x"][b])
-            sources = [u14_x[b]] + [words[b] for words in history]
+            above, below = u12["above"][b], u12["below"][b]
+            x3 = Mux(u12["negative"][b], Mux(below < 0, below, 0), Mux(above < 0, 0, above))
+            own = Mux(u12["fused"], x3, u12["x"][b])
+            sources = [u13_x[b]] + [words[b] for words in history]
             forwarded = Cat(*(Mux(forward[k], sources[k], 0) for k in range(len(sources))))
             words = [forwarded[32 * k: 32 * k + 32] for k in range(len(sources))]
-            m.d.sync += u14_x[b].eq(Mux(forward.any(), functools.reduce(operator.or_, words),
+            m.d.sync += u13_x[b].eq(Mux(forward.any(), functools.reduce(operator.or_, words),
                                         own))
-        u14["x"] = u14_x
-        with m.If(u14["valid"] & u14["fused"] & u14["pass_end"]):
+        u13["x"] = u13_x
+        with m.If(u13["valid"] & u13["fused"] & u13["pass_end"]):
             m.d.sync += self.updates.eq(self.updates + 1)
         # Write back the fused update (bank space; rows from f0).
-        u14_shift = Signal(log_lanes)
-        u14_base = Signal(field_bits - log_lanes)
-        m.d.comb += [u14_shift.eq(u14["f0"][:log_lanes]), u14_base.eq(u14["f0"][log_lanes:])]
+        u13_shift = Signal(log_lanes)
+        u13_base = Signal(field_bits - log_lanes)
+        m.d.comb += [u13_shift.eq(u13["f0"][:log_lanes]), u13_base.eq(u13["f0"][log_lanes:])]
         for b in range(lanes):
             with m.If(idle_port):
                 m.d.comb += [model_wr[b].addr.eq(port_row), model_wr[b].data.eq(self.model_wdata),
                              model_wr[b].en.eq(self.model_write & (port_bank == b))]
             with m.Else():
-                m.d.comb += [model_wr[b].addr.eq(_row(u14_base, u14_shift, b, lanes)),
-                             model_wr[b].data.eq(u14_x[b]),
-                             model_wr[b].en.eq(u14["valid"] & u14["fused"] & u14["mask"][b])]
+                m.d.comb += [model_wr[b].addr.eq(_row(u13_base, u13_shift, b, lanes)),
+                             model_wr[b].data.eq(u13_x[b]),
+                             model_wr[b].en.eq(u13["valid"] & u13["fused"] & u13["mask"][b])]
 
         # Stage D: bank -> lane rotation of the (updated) model words; an unused lane's word is
         # 0 (so is its product), and the multiplier operand is chosen by the encoding.
-        d = carry("d", u14, drop=("ops", "x", "mask"))
-        x_lanes = rotate(m, u14_x, u14_shift, "x_rot")
-        lane_mask = rotate(m, [u14["mask"][b] for b in range(lanes)], u14_shift, "lane_mask_rot")
+        d = carry("d", u13, drop=("ops", "x", "mask"))
+        x_lanes = rotate(m, u13_x, u13_shift, "x_rot")
+        lane_mask = rotate(m, [u13["mask"][b] for b in range(lanes)], u13_shift, "lane_mask_rot")
         d_x = [stage(f"d_x{i}", signed(32), Mux(lane_mask[i], x_lanes[i], 0))
                for i in range(lanes)]
-        d_op = [stage(f"d_op{i}", u14["ops"][i].shape(), u14["ops"][i]) for i in range(lanes)]
+        d_op = [stage(f"d_op{i}", u13["ops"][i].shape(), u13["ops"][i]) for i in range(lanes)]
 
         # Stage E: products F1 * x (docs/ENGINE.md stage 2), pipelined multipliers, then the
         # raw32 alignment.
@@ -941,13 +953,19 @@ class SgdCore(wiring.Component):
 
         # Loss: the residual narrowed to LOSS_RESIDUAL_WIDTH (shift, then saturate), squared
         # (pipelined multiplier), accumulated with saturation.
+        # The saturation's two tests are a stage, its choice the next.
         narrowed = stage("loss_narrowed", signed(dot_width + 1 + 31),
                          Mux(loss_gain_left, r_res << loss_amount, r_res >> loss_amount))
-        loss_res, loss_clip_now = saturate(narrowed, LOSS_RESIDUAL_WIDTH)
-        loss_word = stage("loss_word", signed(LOSS_RESIDUAL_WIDTH), loss_res)
+        loss_limit = 1 << (LOSS_RESIDUAL_WIDTH - 1)
+        loss_over = stage("loss_over", 1, narrowed >= loss_limit)
+        loss_under = stage("loss_under", 1, narrowed < -loss_limit)
+        loss_low = stage("loss_low", signed(LOSS_RESIDUAL_WIDTH), narrowed[:LOSS_RESIDUAL_WIDTH])
+        loss_word = stage("loss_word", signed(LOSS_RESIDUAL_WIDTH),
+                          Mux(loss_over, loss_limit - 1, Mux(loss_under, -loss_limit, loss_low)))
         square = Product(m, loss_word, loss_word, "loss_square")
-        loss_clip = delay("loss_clip", stage("loss_clip", 1, loss_clip_now), square.latency)
-        loss_valid = delay("loss_valid", r_valid, 2 + square.latency, valid=True)
+        loss_clip = delay("loss_clip", stage("loss_clip", 1, loss_over | loss_under),
+                          square.latency)
+        loss_valid = delay("loss_valid", r_valid, 3 + square.latency, valid=True)
         with m.If(loss_valid):
             new_loss = Signal(LOSS_ACC_WIDTH + 1, name="new_loss")
             m.d.comb += new_loss.eq(self.loss + (square.value.as_unsigned() >> LOSS_SQUARE_SHIFT))
@@ -1113,6 +1131,7 @@ class SgdCore(wiring.Component):
                 m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(0), in_samples.eq(0),
                              grad_batches_done.eq(0), acc.eq(0), state.eq(RUN),
                              batches_begun.eq(0), batches_pending.eq(0),
+                             first_of_batch.eq(1), fused_batch.eq(0),
                              samples_to_begin.eq(cfg.samples - 1),
                              last_sample.eq(cfg.samples == 1)]
             with m.Case(RUN):

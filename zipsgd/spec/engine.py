@@ -47,7 +47,7 @@ __all__ = [
 #: ``UPDATE_WINDOW - 1`` cycles after one takes the updated words by forwarding.  The hardware
 #: (``hw/core.py``, whose update pipeline checks its length against it) and the cycle model
 #: (``host/perf.py``) use this one value.
-UPDATE_WINDOW = 16
+UPDATE_WINDOW = 15
 
 #: Model words are stored in memories this wide; the run-time model format is at most this.
 MODEL_STORAGE_WIDTH = 32
