@@ -288,20 +288,20 @@ class RegisterFile(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         bus, ctrl, status, port = self.axil, self.ctrl, self.status, self.model
-        word_bits = ADDR_WIDTH - 2
 
         # -- channel buffers: each channel's ready is "buffer empty" (a register) ------------
         aw_full, w_full, ar_full = Signal(), Signal(), Signal()
-        aw_word = Signal(word_bits)
-        # A read's register is decoded when AR is taken (one-hot over the readable registers),
-        # so that the read cycle only chooses.
+        # An access's register is decoded when its address is taken (one-hot over the
+        # registers it can reach), so that the cycle it executes in only chooses.
+        writable = [reg for reg in REGISTERS if reg.writable]
         readable = [reg for reg in REGISTERS if reg.readable]
-        ar_sel = Signal(len(readable))
+        aw_sel, ar_sel = Signal(len(writable)), Signal(len(readable))
         w_data, w_strb = Signal(DATA_WIDTH), Signal(DATA_WIDTH // 8)
         m.d.comb += [bus.awready.eq(~aw_full), bus.wready.eq(~w_full),
                      bus.arready.eq(~ar_full)]
         with m.If(bus.awvalid & ~aw_full):
-            m.d.sync += [aw_full.eq(1), aw_word.eq(bus.awaddr[2:])]
+            m.d.sync += [aw_full.eq(1), aw_sel.eq(Cat(*(bus.awaddr[2:] == reg.offset >> 2
+                                                        for reg in writable)))]
         with m.If(bus.wvalid & ~w_full):
             m.d.sync += [w_full.eq(1), w_data.eq(bus.wdata), w_strb.eq(bus.wstrb)]
         with m.If(bus.arvalid & ~ar_full):
@@ -350,23 +350,23 @@ class RegisterFile(wiring.Component):
         byte_mask = Signal(DATA_WIDTH)
         m.d.comb += byte_mask.eq(Cat(*(w_strb[i].replicate(8) for i in range(len(w_strb)))))
         # A write behind the one that pulsed START executes two cycles after it at the
-        # earliest, the cycle after the pulse: the core's BUSY is up by then.
+        # earliest, the cycle after the pulse.  The lock is a register (off the core's state
+        # decode): the pulse or BUSY a cycle earlier, so it is up in that cycle, and falls a
+        # cycle after BUSY.
         config_locked = Signal()
-        m.d.comb += config_locked.eq(status.busy)
+        m.d.sync += config_locked.eq(status.busy | ctrl.start)
 
         def merge(reg: Register, old):
             return ((old & ~byte_mask) | (w_data & byte_mask)) & reg.mask
 
+        okay = []
+        for reg, selected in zip(writable, aw_sel, strict=True):
+            okay.append(selected & self._write(m, reg, write_go & selected, store, merge,
+                                               w_data, w_strb, index_ok, config_locked))
         with m.If(write_go):
+            # SLVERR for an address that is not writable or a write that is refused.
             m.d.sync += [aw_full.eq(0), w_full.eq(0), bus.bvalid.eq(1),
-                         bus.bresp.eq(RESP_SLVERR)]
-            with m.Switch(aw_word):
-                for reg in REGISTERS:
-                    if not reg.writable:
-                        continue  # SLVERR
-                    with m.Case(reg.offset >> 2):
-                        self._write(m, reg, store, merge, w_data, w_strb, index_ok,
-                                    config_locked)
+                         bus.bresp.eq(Mux(any_of(okay), RESP_OKAY, RESP_SLVERR))]
 
         # -- reads -----------------------------------------------------------------------------
         latches: dict[str, Signal] = {}  # high words latched by _LO reads, by quantity
@@ -389,28 +389,31 @@ class RegisterFile(wiring.Component):
                          bus.rdata.eq(port.rdata)]
         return m
 
-    def _write(self, m, reg, store, merge, w_data, w_strb, index_ok, config_locked):
-        ctrl, port, bus = self.ctrl, self.model, self.axil
-        okay = bus.bresp.eq(RESP_OKAY)
+    def _write(self, m, reg, taken, store, merge, w_data, w_strb, index_ok, config_locked):
+        """Executes a write of ``reg`` in the cycle ``taken`` is high; returns the condition
+        under which it is OKAY (else SLVERR)."""
+        ctrl, port = self.ctrl, self.model
         if reg.name == "CTRL":
-            m.d.sync += okay
-            for f in reg.fields:
-                m.d.sync += getattr(ctrl, f.name).eq(w_data[f.lsb] & w_strb[f.lsb // 8])
-        elif reg.name == "MODEL_DATA":
-            with m.If(w_strb == 0):
-                m.d.sync += okay
-            with m.Elif(w_strb.all() & index_ok):
-                m.d.sync += [okay, port.write.eq(1), port.wdata.eq(w_data)]
-        elif reg.group == "config":
-            with m.If(~config_locked):
-                stored = store[reg.name].as_value()
-                m.d.sync += [okay, stored.eq(merge(reg, stored))]
+            with m.If(taken):
+                for f in reg.fields:
+                    m.d.sync += getattr(ctrl, f.name).eq(w_data[f.lsb] & w_strb[f.lsb // 8])
+            return Const(1, 1)
+        if reg.name == "MODEL_DATA":
+            writes = w_strb.all() & index_ok
+            with m.If(taken & writes):
+                m.d.sync += [port.write.eq(1), port.wdata.eq(w_data)]
+            return (w_strb == 0) | writes
+        stored = store[reg.name].as_value()
+        if reg.group == "config":
+            with m.If(taken & ~config_locked):
+                m.d.sync += stored.eq(merge(reg, stored))
                 if reg.name == "SEED":
                     m.d.sync += ctrl.seed_write.eq(w_strb.any())
-        else:  # MODEL_INDEX
-            assert reg.name == "MODEL_INDEX", reg.name
-            stored = store[reg.name].as_value()
-            m.d.sync += [okay, stored.eq(merge(reg, stored))]
+            return ~config_locked
+        assert reg.name == "MODEL_INDEX", reg.name
+        with m.If(taken):
+            m.d.sync += stored.eq(merge(reg, stored))
+        return Const(1, 1)
 
     def _read(self, m, reg, taken, store, latches, index_ok, read_wait):
         """The word a read of ``reg`` returns (``None``: MODEL_DATA, see :meth:`_read_model`);

@@ -594,7 +594,8 @@ held until accepted. Fields are unsigned; bits outside every field read 0 and ig
 * **Responses.** OKAY ({RESP_OKAY}) for an access the register supports. SLVERR
   ({RESP_SLVERR}), with no effect at all and read data 0, for: an unmapped offset, a write to
   an `ro` register, a read of a `wo` register, a write to a configuration register while
-  STATUS.BUSY (so the configuration is stable during an epoch), a partial write to MODEL_DATA,
+  STATUS.BUSY or in the clock cycle after it falls (so the configuration is stable during an
+  epoch), a partial write to MODEL_DATA,
   and a MODEL_DATA access with MODEL_INDEX >= N_max.
 * **Byte enables.** A write changes only the bytes whose WSTRB bit is set (byte merge with the
   stored value); a write with WSTRB = 0 is answered OKAY and changes nothing (no strobe, no
