@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import operator
 
-from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Mux, Signal, Value, signed
 
 from ..spec.fixed import RAND_BITS, RoundingMode
 
@@ -264,9 +264,14 @@ class Product:
     deep per stage.  The additions are done modulo ``2**len(value)``: the true product fits
     that width, so the wrap of an intermediate sum cancels (the result is exact, and narrower
     sums make shorter carry chains).
+
+    With an ECP5 ``platform`` each limb product is a ``MULT18X18D`` whose own output register
+    is stage 1's register (:func:`limb_product`); otherwise (simulation, formal) it is
+    ``a * b`` into a flip-flop register, which Yosys would map to the same multiplier
+    without its register.
     """
 
-    def __init__(self, m, a: Value, b: Value, name: str):
+    def __init__(self, m, a: Value, b: Value, name: str, platform=None):
         shape = (a * b).shape()
         width = shape.width
 
@@ -285,8 +290,7 @@ class Product:
         level = []
         for i, (limb_a, offset_a) in enumerate(_limbs(a)):
             for j, (limb_b, offset_b) in enumerate(_limbs(b)):
-                partial = Signal(signed(len(limb_a) + len(limb_b)), name=f"{name}_p{i}_{j}")
-                m.d.sync += partial.eq(limb_a * limb_b)
+                partial = limb_product(m, limb_a, limb_b, f"{name}_p{i}_{j}", platform)
                 level.append(term(partial << (offset_a + offset_b), f"t{i}_{j}"))
         latency, depth = 1, 0
         while len(level) > 1:
@@ -299,6 +303,41 @@ class Product:
                 latency += 1
         self.value = level[0] if shape.signed else level[0].as_unsigned()
         self.latency = latency
+
+
+def is_ecp5(platform) -> bool:
+    """Whether ``platform`` builds for an ECP5 (a ``LatticePlatform`` of that family)."""
+    return getattr(platform, "family", None) == "ecp5"
+
+
+def limb_product(m, a: Value, b: Value, name: str, platform=None) -> Signal:
+    """``a * b`` of two signed values of at most 18 bits, registered (one cycle).
+
+    On an ECP5 the multiplier is a ``MULT18X18D`` with its output register: Yosys maps a
+    product to the same primitive but leaves its registers unused, so that a flip-flop after
+    it waits for the multiplier and for the route from the DSP row, in the same cycle.  The
+    instance is wired as Yosys's own mapping (``lattice/dsp_map_18x18.v``: both operands
+    signed, C unused), with the output register clocked by ``sync`` and never reset.
+    """
+    assert len(a) <= 18 and len(b) <= 18 and a.shape().signed and b.shape().signed
+    out = Signal(signed(len(a) + len(b)), name=name)
+    if not is_ecp5(platform):
+        m.d.sync += out.eq(a * b)
+        return out
+    a18, b18, p = Signal(signed(18)), Signal(signed(18)), Signal(36)
+    m.d.comb += [a18.eq(a), b18.eq(b), out.eq(p[:len(out)])]
+    ports = {f"i_A{k}": a18[k] for k in range(18)} | {f"i_B{k}": b18[k] for k in range(18)}
+    ports |= {f"i_C{k}": Const(0, 1) for k in range(18)}
+    ports |= {f"o_P{k}": p[k] for k in range(36)}
+    m.submodules[name] = Instance(
+        "MULT18X18D",
+        p_REG_INPUTA_CLK="NONE", p_REG_INPUTB_CLK="NONE", p_REG_INPUTC_CLK="NONE",
+        p_REG_PIPELINE_CLK="NONE", p_REG_OUTPUT_CLK="CLK0", p_REG_OUTPUT_CE="CE0",
+        p_REG_OUTPUT_RST="RST0", p_RESETMODE="SYNC", p_GSR="DISABLED",
+        i_CLK0=ClockSignal("sync"), i_CE0=Const(1, 1), i_RST0=Const(0, 1),
+        i_SIGNEDA=Const(1, 1), i_SIGNEDB=Const(1, 1), i_SOURCEA=Const(0, 1),
+        i_SOURCEB=Const(0, 1), **ports)
+    return out
 
 
 def rotate(m, values: list[Value], amount: Value, name: str) -> list[Signal]:

@@ -160,8 +160,10 @@ class _Slicer:
         self.index = Signal(range(max(2, max_slices)), name=f"{name}_index")
         self.slice_last = Signal(name=f"{name}_slice_last")
         self.beat_last = Signal(name=f"{name}_beat_last")
-        # f0 == 0 as a register (the first slice of a sample: every later one is past 0).
+        # f0 == 0 as a register (the first slice of a sample: every later one is past 0), and
+        # index == 0 (the first slice of a beat).
         self.at_start = Signal(init=1, name=f"{name}_at_start")
+        self.first_slice = Signal(init=1, name=f"{name}_first_slice")
         self.sample_last = Signal(name=f"{name}_sample_last")
         m.d.comb += self.sample_last.eq(self.slice_last & self.beat_last)
         # The update window's view of f0 (made by track()).
@@ -189,6 +191,7 @@ class _Slicer:
     def _go(self, m, f0, beat_f0, index, slice_last, beat_last, next_beat, next_slice):
         m.d.sync += [self.f0.eq(f0), self.beat_f0.eq(beat_f0), self.index.eq(index),
                      self.at_start.eq(isinstance(f0, int) and f0 == 0),
+                     self.first_slice.eq(isinstance(index, int) and index == 0),
                      self.slice_last.eq(slice_last if self._sliced else 1),
                      self.beat_last.eq(beat_last), self.next_beat.eq(next_beat),
                      self.next_slice.eq(next_slice)]
@@ -546,18 +549,17 @@ class SgdCore(wiring.Component):
         batches_begun = Signal(range(3))
         batches_pending = Signal(4)
         last_sample = Signal()
-        # in_sample_in_batch == 0, and whether a batch begun now takes a fused update
-        # (EXACT: from batch 1 on; DELAYED: from batch 2 on), as registers.
+        # in_sample_in_batch == 0, and whether the sample is the first of a batch that takes a
+        # fused update (EXACT: batches 1 on; DELAYED: batches 2 on), as registers.
         first_of_batch = Signal(init=1)
-        fused_batch = Signal()
+        fused_sample = Signal()
         last_of_batch = (in_sample_in_batch + 1 == cfg.batch) | last_sample
-        fused_sample = first_of_batch & fused_batch
         # EXACT: batch u needs batches 0..u-1 written; DELAYED: batches 0..u-2.
-        gradients_ready = Mux(keep, batches_pending <= 1, batches_pending == 0)
+        gradients_ready = Signal()         # of batches_pending, registered with it (below)
         pending_parity = Mux(keep, in_batch[0], ~in_batch[0])   # (u-2) or (u-1) mod 2
         last_beat_expected = feed.beat_last
         # The beat on the bus is taken with its first slice; later slices come from a copy.
-        mid_beat = (feed.index != 0) if max_slices > 1 else Const(0)
+        mid_beat = ~feed.first_slice if max_slices > 1 else Const(0)
         held_data = Signal(p.bus_width)
 
         # The fused-update window and each slicer's matches in it (registers, see track()).
@@ -641,12 +643,12 @@ class SgdCore(wiring.Component):
                 with m.If(last_of_batch):
                     m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(in_batch + 1),
                                  first_of_batch.eq(1),
-                                 fused_batch.eq(Mux(keep, batches_begun != 0, 1))]
+                                 fused_sample.eq(Mux(keep, batches_begun != 0, 1))]
                     with m.If(batches_begun != 2):
                         m.d.sync += batches_begun.eq(batches_begun + 1)
                 with m.Else():
                     m.d.sync += [in_sample_in_batch.eq(in_sample_in_batch + 1),
-                                 first_of_batch.eq(0)]
+                                 first_of_batch.eq(0), fused_sample.eq(0)]
 
         # ======================================================================================
         # Forward path
@@ -811,7 +813,8 @@ class SgdCore(wiring.Component):
         with m.If(u6["valid"] & u6["fused"]):
             m.d.sync += self.model_saturations.eq(self.model_saturations + popcount(sat_bits))
         # U6, U7: the decay product x1 * eta; U8, U9: its rounding; U10: x2 = x1 - decay (step 2)
-        decay_products = [Product(m, u6["x1"][b], cfg.decay.as_unsigned(), f"u_decay{b}")
+        decay_products = [Product(m, u6["x1"][b], cfg.decay.as_unsigned(), f"u_decay{b}",
+                                  platform)
                           for b in range(lanes)]
         u8 = delay_all(u6, decay_products[0].latency, "u_p", drop=("clip",))
         decays = [decay_rounder.pipelined(m, decay_products[b].value, u8["rand_decay"][b],
@@ -883,7 +886,7 @@ class SgdCore(wiring.Component):
 
         # Stage E: products F1 * x (docs/ENGINE.md stage 2), pipelined multipliers, then the
         # raw32 alignment.
-        e_mul = [Product(m, d_op[i], d_x[i], f"e_mul{i}") for i in range(lanes)]
+        e_mul = [Product(m, d_op[i], d_x[i], f"e_mul{i}", platform) for i in range(lanes)]
         e = delay_all(carry("e_m", d), e_mul[0].latency - 1, "e_m")
         e = carry("e", e)
         products = [stage(f"e_p{i}", signed(42), _align_raw(e_mul[i].value, cfg.raw,
@@ -939,7 +942,7 @@ class SgdCore(wiring.Component):
         # to the gradient format (docs/ENGINE.md stage 4), then the scaled-residual FIFO.  The
         # random word is the one the residual generator gave for this sample (taken in R + 1).
         e1_rand = stage("e1_rand", RAND_BITS, rng.value[lanes][:RAND_BITS])
-        residual_mul = Product(m, r_res, cfg.step.as_unsigned(), "residual_mul")
+        residual_mul = Product(m, r_res, cfg.step.as_unsigned(), "residual_mul", platform)
         scaled, scaled_clip, round_latency = residual_rounder.pipelined_saturating(
             m, residual_mul.value, delay("residual_rand", e1_rand, residual_mul.latency - 1),
             grad_hi, grad_lo, grad_lo_minus_one, 32, "residual_round")
@@ -962,7 +965,7 @@ class SgdCore(wiring.Component):
         loss_low = stage("loss_low", signed(LOSS_RESIDUAL_WIDTH), narrowed[:LOSS_RESIDUAL_WIDTH])
         loss_word = stage("loss_word", signed(LOSS_RESIDUAL_WIDTH),
                           Mux(loss_over, loss_limit - 1, Mux(loss_under, -loss_limit, loss_low)))
-        square = Product(m, loss_word, loss_word, "loss_square")
+        square = Product(m, loss_word, loss_word, "loss_square", platform)
         loss_clip = delay("loss_clip", stage("loss_clip", 1, loss_over | loss_under),
                           square.latency)
         loss_valid = delay("loss_valid", r_valid, 3 + square.latency, valid=True)
@@ -1039,7 +1042,7 @@ class SgdCore(wiring.Component):
         go_mask = stage("go_mask", lanes, g1b["range"] & Cat(*g1b_ok))
         go_op = [stage(f"go_op{i}", signed(32 if i < raw_lanes else _QUANT_WIDTH),
                        _operand(g1b_second[i], cfg.raw, i < raw_lanes)) for i in range(lanes)]
-        g_mul = [Product(m, go["e"], go_op[i], f"g_mul{i}") for i in range(lanes)]
+        g_mul = [Product(m, go["e"], go_op[i], f"g_mul{i}", platform) for i in range(lanes)]
         g_lat = g_mul[0].latency
         g2_valid = delay("g2_valid", go["valid"], g_lat, valid=True)
         g2_f0 = delay("g2_f0", go["f0"], g_lat)
@@ -1100,10 +1103,10 @@ class SgdCore(wiring.Component):
             m.d.sync += grad_batches_done.eq(grad_batches_done + 1)
         batch_begins = slice_issue & feed.sample_last & last_of_batch
         batch_written = g4_valid & g4_batch_end
-        with m.If(batch_begins & ~batch_written):
-            m.d.sync += batches_pending.eq(batches_pending + 1)
-        with m.Elif(batch_written & ~batch_begins):
-            m.d.sync += batches_pending.eq(batches_pending - 1)
+        pending_next = Signal.like(batches_pending)
+        m.d.comb += pending_next.eq(batches_pending + batch_begins - batch_written)
+        m.d.sync += [batches_pending.eq(pending_next),
+                     gradients_ready.eq(Mux(keep, pending_next <= 1, pending_next == 0))]
 
         # Gradient-memory read addresses: the fused update (stage A) or the gradient path (G2).
         for z in range(2):
@@ -1131,7 +1134,7 @@ class SgdCore(wiring.Component):
                 m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(0), in_samples.eq(0),
                              grad_batches_done.eq(0), acc.eq(0), state.eq(RUN),
                              batches_begun.eq(0), batches_pending.eq(0),
-                             first_of_batch.eq(1), fused_batch.eq(0),
+                             first_of_batch.eq(1), fused_sample.eq(0), gradients_ready.eq(1),
                              samples_to_begin.eq(cfg.samples - 1),
                              last_sample.eq(cfg.samples == 1)]
             with m.Case(RUN):

@@ -79,6 +79,10 @@ def test_board_top_prepares(board, ooc):
     assert "--report report.json --detailed-timing-report" in script
     il = plan.files["top.il"]
     assert ("EHXPLLL" in il) != ooc
+    # Every limb product is an ECP5 multiplier with its own output register.
+    multipliers = il.count("cell \\MULT18X18D ")
+    assert multipliers > 0
+    assert il.count('parameter \\REG_OUTPUT_CLK "CLK0"') == multipliers
     if not ooc:  # the host link's serial pins
         rx, tx = UART_PINS[board]
         assert re.search(rf'LOCATE COMP "uart_0__rx__io" SITE "{rx}"', lpf), lpf
