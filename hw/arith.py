@@ -159,12 +159,12 @@ class Rounder:
         ``inc and floor == lo - 1``.  The fourth stage only chooses.
         """
         result, floor, increment, latency = self._stages(m, value, rand, name)
-        over = Signal(name=f"{name}_over")
-        under = Signal(name=f"{name}_under")
+        over = Signal(name=f"{name}_over", reset_less=True)
+        under = Signal(name=f"{name}_under", reset_less=True)
         m.d.sync += [over.eq((floor > hi) | (increment & (floor == hi))),
                      under.eq((floor < lo) & ~(increment & (floor == lo_minus_one)))]
-        clamped = Signal(signed(max_width), name=f"{name}_clamped")
-        clipped = Signal(name=f"{name}_clipped")
+        clamped = Signal(signed(max_width), name=f"{name}_clamped", reset_less=True)
+        clipped = Signal(name=f"{name}_clipped", reset_less=True)
         m.d.sync += [clamped.eq(Mux(over, hi, Mux(under, lo, result))[:max_width].as_signed()),
                      clipped.eq(over | under)]
         return clamped, clipped, latency + 1
@@ -201,7 +201,9 @@ class Rounder:
         constant = isinstance(self.shift, Const)
 
         def register(label, shape, expr, wiring=False):
-            sig = Signal(shape, name=f"{name}_{label}")
+            # Data registers have no reset (the caller's valid bits do): it keeps the
+            # reset's fan-out small.
+            sig = Signal(shape, name=f"{name}_{label}", reset_less=True)
             if wiring:
                 m.d.comb += sig.eq(expr)
             else:
@@ -283,7 +285,7 @@ class Product:
             return sig
 
         def register(value, label):
-            sig = Signal(signed(width), name=f"{name}_{label}")
+            sig = Signal(signed(width), name=f"{name}_{label}", reset_less=True)
             m.d.sync += sig.eq(value)
             return sig
 
@@ -320,7 +322,7 @@ def limb_product(m, a: Value, b: Value, name: str, platform=None) -> Signal:
     signed, C unused), with the output register clocked by ``sync`` and never reset.
     """
     assert len(a) <= 18 and len(b) <= 18 and a.shape().signed and b.shape().signed
-    out = Signal(signed(len(a) + len(b)), name=name)
+    out = Signal(signed(len(a) + len(b)), name=name, reset_less=True)
     if not is_ecp5(platform):
         m.d.sync += out.eq(a * b)
         return out

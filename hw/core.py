@@ -700,7 +700,14 @@ class SgdCore(wiring.Component):
         port_field = self.model_index + 1
         port_bank = port_field[:log_lanes]
         port_row = port_field[log_lanes:]
-        idle_port = ~self.busy
+        # The memories face the model port while it is open: a register, so that the state
+        # decode behind BUSY is off their address paths.  It opens the cycle after BUSY falls
+        # and closes the cycle after BUSY rises; an access while BUSY or in the cycle BUSY
+        # falls is one "while busy" (ignored, MODEL_PORT_BUSY).
+        port_open = Signal(init=1)
+        m.d.sync += port_open.eq(~self.busy)
+        port_closed = self.busy | ~port_open
+        idle_port = port_open
         for b in range(lanes):
             m.d.comb += model_rd[b].addr.eq(Mux(idle_port, port_row, a_rows[b]))
         # Lane generators step once per fused beat (stage A); outputs are read in stage B.
@@ -744,8 +751,8 @@ class SgdCore(wiring.Component):
         # ======================================================================================
         in_flight = []   # valid bits of the stages made by carry() and delay(): the drain waits
 
-        def stage(name, shape, value):
-            sig = Signal(shape, name=name)
+        def stage(name, shape, value, reset_less=False):
+            sig = Signal(shape, name=name, reset_less=reset_less)
             m.d.sync += sig.eq(value)
             return sig
 
@@ -754,14 +761,16 @@ class SgdCore(wiring.Component):
             a value or a list of per-lane values; the valid bit is cleared by a reset)."""
             out = {"valid": stage(f"{prefix}_valid", 1, src["valid"] & ~pipe_reset)}
             in_flight.append(out["valid"])
+            # The members are data (the valid bit qualifies them): no reset, which keeps the
+            # reset's fan-out small.
             for key, sig in src.items():
                 if key == "valid" or key in drop:
                     continue
                 if isinstance(sig, list):
-                    out[key] = [stage(f"{prefix}_{key}{i}", v.shape(), v)
+                    out[key] = [stage(f"{prefix}_{key}{i}", v.shape(), v, reset_less=True)
                                 for i, v in enumerate(sig)]
                 else:
-                    out[key] = stage(f"{prefix}_{key}", sig.shape(), sig)
+                    out[key] = stage(f"{prefix}_{key}", sig.shape(), sig, reset_less=True)
             return out
 
         def delay_all(src, cycles, prefix, drop=()):
@@ -869,7 +878,8 @@ class SgdCore(wiring.Component):
         for b in range(lanes):
             with m.If(idle_port):
                 m.d.comb += [model_wr[b].addr.eq(port_row), model_wr[b].data.eq(self.model_wdata),
-                             model_wr[b].en.eq(self.model_write & (port_bank == b))]
+                             model_wr[b].en.eq(self.model_write & ~port_closed
+                                               & (port_bank == b))]
             with m.Else():
                 m.d.comb += [model_wr[b].addr.eq(_row(u13_base, u13_shift, b, lanes)),
                              model_wr[b].data.eq(u13_x[b]),
@@ -933,7 +943,7 @@ class SgdCore(wiring.Component):
             """``value`` ``cycles`` clock cycles later (a valid bit is cleared by a reset)."""
             for k in range(cycles):
                 value = stage(f"{name}_d{k}", value.shape(), value & ~pipe_reset if valid
-                              else value)
+                              else value, reset_less=not valid)
                 if valid:
                     in_flight.append(value)
             return value
@@ -1170,12 +1180,12 @@ class SgdCore(wiring.Component):
         port_pending = Signal()
         port_pending_bank = Signal(log_lanes)
         port_use = self.model_read | self.model_write
-        m.d.comb += error_events[ErrorBit.MODEL_PORT_BUSY].eq(port_use & self.busy)
-        m.d.sync += [port_pending.eq(self.model_read & ~self.busy),
+        m.d.comb += error_events[ErrorBit.MODEL_PORT_BUSY].eq(port_use & port_closed)
+        m.d.sync += [port_pending.eq(self.model_read & ~port_closed),
                      port_pending_bank.eq(port_bank)]
         bank_data = Array(model_rd[b].data for b in range(lanes))
         m.d.comb += [
-            self.model_rvalid.eq(port_pending | (self.model_read & self.busy)),
+            self.model_rvalid.eq(port_pending | (self.model_read & port_closed)),
             self.model_rdata.eq(Mux(port_pending, bank_data[port_pending_bank], 0)),
         ]
         # Counters restart at an accepted start.  Last in the module, so that this assignment

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import operator
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -80,8 +80,8 @@ class FieldDecoder(wiring.Component):
 
     Exactly :func:`~zipsgd.spec.stream.unpack_fields` + :func:`~zipsgd.spec.stream.decode_fields`
     of the beat, lane ``i`` being field ``i`` of the beat (bits ``[i*fw, (i+1)*fw)``).  Every
-    output is the decode of the inputs ``latency`` clock cycles earlier (``sync`` domain, reset
-    value 0); latency 0 is purely combinational.
+    output is the decode of the inputs ``latency`` clock cycles earlier (``sync`` domain,
+    registers without a reset whose initial value is 0); latency 0 is purely combinational.
 
     Parameters
     ----------
@@ -224,7 +224,7 @@ class FieldDecoder(wiring.Component):
         if self._latency == 2:
             # The gathered bits, the raw words and the settings are registered here.
             def register(value, name):
-                sig = Signal(value.shape(), name=f"{name}_r")
+                sig = Signal(value.shape(), name=f"{name}_r", reset_less=True)
                 m.d.sync += sig.eq(value)
                 return sig
 
@@ -277,19 +277,24 @@ class FieldDecoder(wiring.Component):
             lane_first.append(first)
             lane_second.append(second)
 
-        domain = m.d.sync if self._latency else m.d.comb
-        domain += [
-            self.valid.eq(Cat(*lane_valid)),
-            self.first.eq(Cat(*lane_first)),
-            self.second.eq(Cat(*lane_second)),
-            self.fields_per_beat.eq(fields_per_beat),
-        ]
+        outputs = [(self.valid, Cat(*lane_valid)), (self.first, Cat(*lane_first)),
+                   (self.second, Cat(*lane_second)), (self.fields_per_beat, fields_per_beat)]
+        if self._latency:
+            # Registers without a reset (data; their initial value is 0): it keeps the
+            # reset's fan-out small.
+            for port, value in outputs:
+                port = Value.cast(port)
+                reg = Signal(len(port), name=f"{port.name}_r", reset_less=True)
+                m.d.sync += reg.eq(value)
+                m.d.comb += port.eq(reg)
+        else:
+            m.d.comb += [port.eq(value) for port, value in outputs]
         # Single has F2 == F1, so F1 + F2 is also its label 2 F1 (9 fraction bits).  Made from
         # the output words (the registered ones when latency > 0: the addition is then not in
         # the same cycle as the words' own arithmetic).
         raw_setting = sel_raw
         if self._latency:
-            raw_setting = Signal()
+            raw_setting = Signal(reset_less=True)
             m.d.sync += raw_setting.eq(sel_raw)
         m.d.comb += self.label.eq(Mux(raw_setting, self.first[0], self.first[0] + self.second[0]))
         return m

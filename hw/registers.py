@@ -394,8 +394,9 @@ REGISTERS: tuple[Register, ...] = (
              "that is answered OKAY.", "model"),
     Register("MODEL_DATA", 0x0C4, "rw", _single("data"),
              "Read: model word j sign-extended to 32 bits. Write: store model word j (all four "
-             "byte enables required). Only while idle: while busy the access is ignored and "
-             "sets MODEL_PORT_BUSY. An index at or above N_max is answered SLVERR.", "model"),
+             "byte enables required). Only while idle: while busy (and in the clock cycle in "
+             "which BUSY falls) the access is ignored and sets MODEL_PORT_BUSY. An index at or "
+             "above N_max is answered SLVERR.", "model"),
 )
 
 _BY_NAME = {r.name: r for r in REGISTERS}
