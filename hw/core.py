@@ -605,7 +605,9 @@ class SgdCore(wiring.Component):
         flush_parity = Signal()
         flush_issue = Signal()
         flush_gate = ~sweep.hit
-        m.d.comb += flush_issue.eq((state == FLUSH) & (flush_pass != 0) & flush_gate)
+        # (state == FLUSH) & (flush_pass != 0), as a register.
+        flushing = Signal()
+        m.d.comb += flush_issue.eq(flushing & flush_gate)
 
         slice_issue = take | held_issue
         # Neither slicer sees the other's issues: the stream and the flush never issue within
@@ -1156,7 +1158,7 @@ class SgdCore(wiring.Component):
                 with m.If(~forward_busy & ~gradient_busy
                           & (grad_batches_done == total_batches)):
                     last = total_batches - 1
-                    m.d.sync += state.eq(FLUSH)
+                    m.d.sync += [state.eq(FLUSH), flushing.eq(1)]
                     sweep.restart(m)
                     with m.If(keep & (total_batches >= 2)):
                         m.d.sync += [flush_pass.eq(2), flush_parity.eq(~last[0])]
@@ -1169,12 +1171,13 @@ class SgdCore(wiring.Component):
                     sweep.advance(m)
                     with m.If(sweep.sample_last):
                         m.d.sync += [flush_pass.eq(flush_pass - 1),
-                                     flush_parity.eq(~flush_parity)]
+                                     flush_parity.eq(~flush_parity),
+                                     flushing.eq(flush_pass != 1)]
             with m.Case(SETTLE):
                 with m.If(~forward_busy):
                     m.d.sync += [state.eq(IDLE), self.done.eq(1)]
         with m.If(self.abort_epoch):
-            m.d.sync += state.eq(IDLE)
+            m.d.sync += [state.eq(IDLE), flushing.eq(0)]
 
         # Model port: reads answer one cycle later; use while busy is an error.
         port_pending = Signal()

@@ -193,7 +193,7 @@ class FieldDecoder(wiring.Component):
             return selects, raw
 
         # Step 1, gathering: each lane's index and sample bits from the beat (AND-OR trees).
-        gather_selects, _ = settings(self.encoding, self.bits, "sel")
+        gather_selects, gather_raw = settings(self.encoding, self.bits, "sel")
         gathered = []   # per lane: (index, sample1, sample2)
         for lane in range(lanes):
             # For each output bit, the beat positions it can come from and under which settings.
@@ -220,9 +220,22 @@ class FieldDecoder(wiring.Component):
             ]
             gathered.append((index, sample1, sample2))
         raw_words = [self.data[32 * lane: 32 * lane + 32] for lane in range(raw_lanes)]
-        encoding, bits = self.encoding, self.bits
+
+        # What the settings decide for step 2: the one-hot selects, the aligned weight of a
+        # sample bit (the level step 2**(8 - b) on the 256-step grid) and each lane's valid.
+        selects, sel_raw = gather_selects, gather_raw
+        level_step = Signal(LEVEL_WIDTH)
+        with m.Switch(self.bits):
+            for b in range(1, 9):
+                with m.Case(b):
+                    m.d.comb += level_step.eq(1 << (QUANT_FEATURE_FRAC - b))
+        quant_valid = Cat(*(any_of(select for key, select in selects.items()
+                                   if lane < layouts[key].fields_per_beat)
+                            for lane in range(lanes)))
+        bits = self.bits
         if self._latency == 2:
-            # The gathered bits, the raw words and the settings are registered here.
+            # The gathered bits, the raw words and the settings' decodes are registered here
+            # (the decodes fan out to every lane: from registers they are a short way).
             def register(value, name):
                 sig = Signal(value.shape(), name=f"{name}_r", reset_less=True)
                 m.d.sync += sig.eq(value)
@@ -230,25 +243,19 @@ class FieldDecoder(wiring.Component):
 
             gathered = [tuple(register(v, v.name) for v in lane_bits) for lane_bits in gathered]
             raw_words = [register(w, f"lane{lane}_raw_word") for lane, w in enumerate(raw_words)]
-            encoding, bits = register(encoding, "encoding"), register(bits, "bits")
+            bits = register(bits, "bits")
+            selects = {key: register(sel, sel.name) for key, sel in selects.items()}
+            sel_raw = register(sel_raw, "word_sel_raw")
+            level_step = register(level_step, "level_step")
+            quant_valid = register(quant_valid, "quant_valid")
 
         # Step 2, the words: levels, the lookup, raw32's clamp.
-        selects, sel_raw = settings(encoding, bits, "word_sel")
-        # The aligned weight of a sample bit: the level step 2**(8 - b) on the 256-step grid.
-        level_step = Signal(LEVEL_WIDTH)
-        with m.Switch(bits):
-            for b in range(1, 9):
-                with m.Case(b):
-                    m.d.comb += level_step.eq(1 << (QUANT_FEATURE_FRAC - b))
         fields_per_beat = functools.reduce(operator.or_, (
             [Mux(sel_raw, raw_layout.fields_per_beat, 0)]
             + [Mux(selects[key], layouts[key].fields_per_beat, 0) for key in selects]))
 
         lane_valid, lane_first, lane_second = [], [], []
         for lane, (index, sample1, sample2) in enumerate(gathered):
-            quant_valid = Signal(name=f"lane{lane}_quant_valid")
-            m.d.comb += quant_valid.eq(any_of(select for key, select in selects.items()
-                                            if lane < layouts[key].fields_per_beat))
             # Aligned level q << (8 - b) = aligned index + (s << (8 - b)), then the lookup; the
             # lookup's signed(11) result is narrowed to signed(10), exact as |F| <= 256.
             words = []
@@ -257,11 +264,11 @@ class FieldDecoder(wiring.Component):
                 word = Signal(signed(QUANT_FEATURE_FRAC + 2), name=f"lane{lane}_f{n}")
                 m.d.comb += [
                     level.eq(index + Mux(sample, level_step, 0)),
-                    word.eq(Mux(quant_valid, level_value(level, bits), 0)),
+                    word.eq(Mux(quant_valid[lane], level_value(level, bits), 0)),
                 ]
                 words.append(word)
 
-            valid = quant_valid
+            valid = quant_valid[lane]
             if lane < raw_lanes:
                 raw = raw_words[lane]
                 clamped = Signal(signed(WORD_WIDTH), name=f"lane{lane}_raw")
@@ -269,7 +276,7 @@ class FieldDecoder(wiring.Component):
                 m.d.comb += clamped.eq(Mux(~raw[31] & raw[30], RAW_ONE,
                                            Mux(raw[31] & ~raw[30], -RAW_ONE, raw.as_signed())))
                 words = [Mux(sel_raw, clamped, word) for word in words]
-                valid = quant_valid | sel_raw
+                valid = quant_valid[lane] | sel_raw
             first, second = (Signal(signed(WORD_WIDTH), name=f"lane{lane}_{name}")
                              for name in ("first", "second"))
             m.d.comb += [first.eq(words[0]), second.eq(words[1])]
