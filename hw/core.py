@@ -1206,5 +1206,6 @@ class SgdCore(wiring.Component):
             "dot_last": tree["last"], "grad_sums": g4_sum, "grad_addends": g3_c,
             "grad_valid": g3_valid, "grad_overwrite": g3_overwrite, "in_f0": in_f0,
             "in_samples": in_samples, "start_accepted": start_ok,
+            "error_events": events,     # registered: they reach error_count a cycle later
         }
         return m
