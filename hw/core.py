@@ -259,18 +259,41 @@ class _Slicer:
             m.d.sync += [self.matches.eq(0), self.hit.eq(0)]
 
 
-def _pick(m, words, index, lanes: int, name: str) -> list:
-    """Lane ``i`` of slice ``index``: ``words[index * lanes + i]`` (the decoder's outputs for
-    every field position of a beat)."""
-    slices = len(words) // lanes
-    if slices == 1:
-        return list(words[:lanes])
-    out = []
-    for i in range(lanes):
-        sig = Signal(words[i].shape(), name=f"{name}{i}")
-        m.d.comb += sig.eq(Array(words[k * lanes + i] for k in range(slices))[index])
-        out.append(sig)
-    return out
+class _SliceShift:
+    """``shift(beat)``: the beat moved on by one slice, ``beat >> (lanes * field_width)``
+    (zeros in from the top), so that the next slice's fields are fields ``0 .. lanes - 1``.
+
+    The field width is one of the ten the stream has (2 .. 10, 32), each with a one-hot
+    select registered from the latched settings (they are latched a cycle before any beat,
+    in START): each bit is an AND-OR of at most ten fixed beat bits, with no barrel shifter.
+    """
+
+    WIDTHS = tuple(range(2, 11)) + (32,)
+
+    def __init__(self, m, cfg: _Config, bus_width: int, lanes: int):
+        self._bus_width, self._lanes = bus_width, lanes
+        double = cfg.encoding == Encoding.DOUBLE
+        width = Mux(cfg.raw, 32, cfg.bits + Mux(double, 2, 1))
+        self._selects = {}
+        for w in self.WIDTHS:
+            if lanes * w < bus_width:      # a wider slice leaves nothing for a next one
+                select = Signal(name=f"slice_width{w}", reset_less=True)
+                m.d.sync += select.eq(width == w)
+                self._selects[w] = select
+
+    def __call__(self, beat: Value) -> Value:
+        shifted = [any_of(select & beat[j + self._lanes * w]
+                          for w, select in self._selects.items()
+                          if j + self._lanes * w < self._bus_width)
+                   for j in range(self._bus_width)]
+        return Cat(*shifted)
+
+
+def _in_beat(cfg: _Config, index: Value, lanes: int) -> Value:
+    """Bit ``i``: lane ``i`` of slice ``index`` holds a field of the beat,
+    ``index * lanes + i < per_beat``."""
+    first = index << (lanes.bit_length() - 1)
+    return Cat(*((first + i) < cfg.per_beat for i in range(lanes)))
 
 
 def _operand(word, raw, raw_lane: bool):
@@ -560,7 +583,8 @@ class SgdCore(wiring.Component):
         last_beat_expected = feed.beat_last
         # The beat on the bus is taken with its first slice; later slices come from a copy.
         mid_beat = ~feed.first_slice if max_slices > 1 else Const(0)
-        held_data = Signal(p.bus_width)
+        held_data = Signal(p.bus_width, reset_less=True)
+        next_slice = _SliceShift(m, cfg, p.bus_width, lanes)
 
         # The fused-update window and each slicer's matches in it (registers, see track()).
         window = _UpdateWindow(m, field_bits, pipe_reset)
@@ -605,7 +629,10 @@ class SgdCore(wiring.Component):
         flush_parity = Signal()
         flush_issue = Signal()
         flush_gate = ~sweep.hit
-        # (state == FLUSH) & (flush_pass != 0), as a register.
+        # (state == FLUSH) & (flush_pass != 0), as a register.  The stream never issues while
+        # it is set, and the flush only then, so the issue's data (offsets, flags, rows, the
+        # decoder's beat) choose between the two with it: ``flush_issue``, which waits for
+        # the update window, only makes the valid bit.
         flushing = Signal()
         m.d.comb += flush_issue.eq(flushing & flush_gate)
 
@@ -618,8 +645,8 @@ class SgdCore(wiring.Component):
         sweep.track(m, window, 1)
         m.d.comb += [
             issue_valid.eq(slice_issue | flush_issue),
-            issue_fused.eq(Mux(flush_issue, 1, fused_sample)),
-            issue_f0.eq(Mux(flush_issue, flush_f0, in_f0)),
+            issue_fused.eq(Mux(flushing, 1, fused_sample)),
+            issue_f0.eq(Mux(flushing, flush_f0, in_f0)),
         ]
 
         # Sample FIFO write: the beat and its batch tags.
@@ -631,11 +658,15 @@ class SgdCore(wiring.Component):
 
         with m.If(take):
             m.d.sync += self.beats.eq(self.beats + 1)
-        # The copy is read only in the slices after the first (mid_beat): before those it may
-        # load the bus every cycle, whether the beat is taken or not (a register condition,
-        # not the handshake).
+        # The copy holds the beat moved on by one slice (its next slice's fields at field 0),
+        # and moves on with every slice issued from it: the decoder only ever decodes fields
+        # 0 .. L-1.  It is read only in the slices after the first (mid_beat): before those
+        # it may load the bus every cycle, whether the beat is taken or not (a register
+        # condition, not the handshake).
         with m.If(~mid_beat):
-            m.d.sync += held_data.eq(self.s_data)
+            m.d.sync += held_data.eq(next_slice(self.s_data))
+        with m.Elif(held_issue):
+            m.d.sync += held_data.eq(next_slice(held_data))
         with m.If(slice_issue):
             feed.advance(m)
             with m.If(feed.sample_last):
@@ -664,26 +695,29 @@ class SgdCore(wiring.Component):
         a_index = Signal(range(max(2, max_slices)))
         m.d.sync += [
             a_valid.eq(issue_valid & ~pipe_reset), a_fused.eq(issue_fused),
-            a_flush.eq(flush_issue), a_f0.eq(issue_f0),
-            a_first.eq(Mux(flush_issue, sweep.at_start, feed.at_start)),
-            a_last.eq(Mux(flush_issue, 0, feed.sample_last)),
-            a_parity.eq(Mux(flush_issue, flush_parity, pending_parity)),
-            a_pass_end.eq(Mux(flush_issue, sweep.sample_last, feed.sample_last)),
-            a_index.eq(Mux(flush_issue, sweep.index, feed.index)),
+            a_flush.eq(flushing), a_f0.eq(issue_f0),
+            a_first.eq(Mux(flushing, sweep.at_start, feed.at_start)),
+            a_last.eq(Mux(flushing, 0, feed.sample_last)),
+            a_parity.eq(Mux(flushing, flush_parity, pending_parity)),
+            a_pass_end.eq(Mux(flushing, sweep.sample_last, feed.sample_last)),
+            a_index.eq(Mux(flushing, sweep.index, feed.index)),
         ]
         # Forwarding (stage U12) for a plain beat: the most recent fused beat with its offset
         # among those issued 1 .. UPDATE_WINDOW - 1 cycles before, found now, one-hot.
         a_forward = Signal(UPDATE_WINDOW - 1)
         matches = [feed.matches[k] for k in range(UPDATE_WINDOW - 1)]
-        m.d.sync += a_forward.eq(Mux(flush_issue | fused_sample, 0, Cat(*(
+        m.d.sync += a_forward.eq(Mux(flushing | fused_sample, 0, Cat(*(
             matches[k] & ~Cat(*matches[:k]).any() if k else matches[0]
             for k in range(UPDATE_WINDOW - 1)))))
 
         # The decoder takes the issued beat and has two register stages (gathering in the
         # issue cycle, the words' arithmetic in stage A): the words are in stage B, next to
         # the memory data (the model words are needed no sooner).
-        m.submodules.decoder = dec = FieldDecoder(bus_width=p.bus_width, latency=2)
-        m.d.comb += [dec.data.eq(Mux(state == FLUSH, 0, Mux(mid_beat, held_data, self.s_data))),
+        # (Its settings are registered in it: they are latched at the start, a cycle before
+        # any issue.  A flush issues while ``flushing``: its beat is all zeros.)
+        m.submodules.decoder = dec = FieldDecoder(bus_width=p.bus_width, lanes=lanes,
+                                                  latency=2, settings_latency=1)
+        m.d.comb += [dec.data.eq(Mux(flushing, 0, Mux(mid_beat, held_data, self.s_data))),
                      dec.encoding.eq(cfg.encoding), dec.bits.eq(cfg.bits)]
         # The memory rows of the issued slice, registered with it (each slicer's from its own
         # offset register; the issue only chooses).
@@ -691,13 +725,12 @@ class SgdCore(wiring.Component):
             return [_row(f0[log_lanes:], f0[:log_lanes], b, lanes) for b in range(lanes)]
 
         a_rows = [Signal(field_bits - log_lanes, name=f"a_row{b}") for b in range(lanes)]
-        m.d.sync += [row.eq(Mux(flush_issue, flush_row, in_row)) for row, flush_row, in_row
+        m.d.sync += [row.eq(Mux(flushing, flush_row, in_row)) for row, flush_row, in_row
                      in zip(a_rows, rows_of(flush_f0), rows_of(in_f0), strict=True)]
         lane_field = [a_f0 + i for i in range(lanes)]
         # A lane is used when its field is a feature and in the beat (the decoder's valid, in
         # stage B).
         a_mask = Cat(*((lane_field[i] >= 1) & (lane_field[i] <= cfg.n) for i in range(lanes)))
-        fields = p.bus_width // 2
         # Model reads: the forward path while running, the model port while idle.
         port_field = self.model_index + 1
         port_bank = port_field[:log_lanes]
@@ -721,17 +754,16 @@ class SgdCore(wiring.Component):
         b_valid, b_fused, b_flush, b_first, b_last, b_pass_end = (Signal() for _ in range(6))
         b_f0 = Signal(field_bits)
         b_parity = Signal()
-        b_index = Signal(range(max(2, max_slices)))
         b_forward = Signal(UPDATE_WINDOW - 1)
         b_range_mask = Signal(lanes)
         m.d.sync += [b_valid.eq(a_valid & ~pipe_reset), b_fused.eq(a_fused),
                      b_flush.eq(a_flush), b_first.eq(a_first), b_last.eq(a_last),
                      b_pass_end.eq(a_pass_end), b_f0.eq(a_f0), b_parity.eq(a_parity),
-                     b_index.eq(a_index), b_range_mask.eq(a_mask), b_forward.eq(a_forward)]
-        b_valid_lanes = _pick(m, [dec.valid[j] for j in range(fields)], b_index, lanes, "b_ok")
-        b_first_lanes = _pick(m, [dec.first[j] for j in range(fields)], b_index, lanes, "b_f")
+                     b_forward.eq(a_forward),
+                     b_range_mask.eq(a_mask & _in_beat(cfg, a_index, lanes))]
+        b_first_lanes = [dec.first[i] for i in range(lanes)]
         b_mask = Signal(lanes)
-        m.d.comb += b_mask.eq(b_range_mask & Cat(*b_valid_lanes))
+        m.d.comb += b_mask.eq(b_range_mask & dec.valid)
         # The label (lane 0 of the sample's first beat) goes on as decoded; U1 aligns it to the
         # dot product's format (so that the residual stage is one subtraction).
         b_shift = b_f0[:log_lanes]
@@ -1005,10 +1037,13 @@ class SgdCore(wiring.Component):
         head_done = Signal()
         m.d.comb += [pop.eq(head_valid & efifo.r_rdy), head_done.eq(pop & walk.slice_last),
                      sfifo.r_en.eq(~head_valid | head_done)]
+        # Like the stream's copy, the head moves on by a slice with every slice popped.
         with m.If(sfifo.r_rdy & sfifo.r_en):
             m.d.sync += [head.eq(sfifo.r_data), head_valid.eq(1)]
         with m.Elif(head_done):
             m.d.sync += head_valid.eq(0)
+        with m.Elif(pop):
+            m.d.sync += head[:p.bus_width].eq(next_slice(head[:p.bus_width]))
         with m.If(pipe_reset):
             m.d.sync += head_valid.eq(0)
         pop_data = head[:p.bus_width]
@@ -1033,25 +1068,24 @@ class SgdCore(wiring.Component):
         # The decoder takes the FIFO's head beat (its gathering is in the pop cycle, its
         # arithmetic in G1): the words are in stage G1B.  G1B picks the slice's lanes and the
         # operands (stage GO); the pipelined multipliers' products are in stage G2.
-        m.submodules.grad_decoder = gdec = FieldDecoder(bus_width=p.bus_width, latency=2)
+        m.submodules.grad_decoder = gdec = FieldDecoder(bus_width=p.bus_width, lanes=lanes,
+                                                        latency=2, settings_latency=1)
         m.d.comb += [gdec.data.eq(pop_data), gdec.encoding.eq(cfg.encoding),
                      gdec.bits.eq(cfg.bits)]
         g1_lane_field = [g1_f0 + i for i in range(lanes)]
         g1_range = Cat(*((g1_lane_field[i] >= 1) & (g1_lane_field[i] <= cfg.n)
                          for i in range(lanes)))
         g1b = {"valid": g1_valid, "f0": g1_f0, "e": g1_e, "overwrite": g1_overwrite,
-               "batch_end": g1_batch_end, "index": g1_index, "parity": g1_parity,
-               "range": g1_range}
+               "batch_end": g1_batch_end, "parity": g1_parity,
+               "range": g1_range & _in_beat(cfg, g1_index, lanes)}
         g1b = {key: stage(f"g1b_{key}", sig.shape(), sig & ~pipe_reset if key == "valid"
                           else sig) for key, sig in g1b.items()}
         in_flight.append(g1b["valid"])
-        g1b_ok = _pick(m, [gdec.valid[j] for j in range(fields)], g1b["index"], lanes, "g1b_ok")
-        g1b_second = _pick(m, [gdec.second[j] for j in range(fields)], g1b["index"], lanes,
-                           "g1b_s")
+        g1b_second = [gdec.second[i] for i in range(lanes)]
         go = {key: stage(f"go_{key}", sig.shape(), sig & ~pipe_reset if key == "valid"
-                         else sig) for key, sig in g1b.items() if key not in ("index", "range")}
+                         else sig) for key, sig in g1b.items() if key != "range"}
         in_flight.append(go["valid"])
-        go_mask = stage("go_mask", lanes, g1b["range"] & Cat(*g1b_ok))
+        go_mask = stage("go_mask", lanes, g1b["range"] & gdec.valid)
         go_op = [stage(f"go_op{i}", signed(32 if i < raw_lanes else _QUANT_WIDTH),
                        _operand(g1b_second[i], cfg.raw, i < raw_lanes)) for i in range(lanes)]
         g_mul = [Product(m, go["e"], go_op[i], f"g_mul{i}", platform) for i in range(lanes)]
@@ -1167,15 +1201,15 @@ class SgdCore(wiring.Component):
             with m.Case(FLUSH):
                 with m.If(flush_pass == 0):
                     m.d.sync += state.eq(SETTLE)
-                with m.Elif(flush_issue):
-                    sweep.advance(m)
-                    with m.If(sweep.sample_last):
-                        m.d.sync += [flush_pass.eq(flush_pass - 1),
-                                     flush_parity.eq(~flush_parity),
-                                     flushing.eq(flush_pass != 1)]
             with m.Case(SETTLE):
                 with m.If(~forward_busy):
                     m.d.sync += [state.eq(IDLE), self.done.eq(1)]
+        # (flush_issue implies FLUSH with passes to do: ``flushing`` is that, as a register.)
+        with m.If(flush_issue):
+            sweep.advance(m)
+            with m.If(sweep.sample_last):
+                m.d.sync += [flush_pass.eq(flush_pass - 1), flush_parity.eq(~flush_parity),
+                             flushing.eq(flush_pass != 1)]
         with m.If(self.abort_epoch):
             m.d.sync += [state.eq(IDLE), flushing.eq(0)]
 
@@ -1207,5 +1241,6 @@ class SgdCore(wiring.Component):
             "grad_valid": g3_valid, "grad_overwrite": g3_overwrite, "in_f0": in_f0,
             "in_samples": in_samples, "start_accepted": start_ok,
             "error_events": events,     # registered: they reach error_count a cycle later
+            "flushing": flushing, "flushing_means": (state == FLUSH) & (flush_pass != 0),
         }
         return m

@@ -70,13 +70,8 @@ def level_value(q, bits):
     return (q << 1) - (1 << QUANT_FEATURE_FRAC)
 
 
-def _gather(data_bits, terms):
-    """One output bit: ``OR over beat positions p of (data[p] & OR(selects of p))``."""
-    return any_of(data_bits[pos] & any_of(selects) for pos, selects in sorted(terms.items()))
-
-
 class FieldDecoder(wiring.Component):
-    """Decodes one beat of the packed stream into ``bus_width // 2`` lanes of feature words.
+    """Decodes one beat of the packed stream into lanes of feature words (fields 0 .. L-1).
 
     Exactly :func:`~zipsgd.spec.stream.unpack_fields` + :func:`~zipsgd.spec.stream.decode_fields`
     of the beat, lane ``i`` being field ``i`` of the beat (bits ``[i*fw, (i+1)*fw)``).  Every
@@ -86,11 +81,21 @@ class FieldDecoder(wiring.Component):
     Parameters
     ----------
     bus_width : int
-        Beat width ``W``: 64, 128, 256 or 512.  The decoder has ``L = W // 2`` lanes.
+        Beat width ``W``: 64, 128, 256 or 512.
+    lanes : int or None
+        ``L``, the fields decoded: the first ``L`` of the beat, a power of two from 2 to
+        ``W // 2`` (``None``, the default: ``W // 2``, every field of the densest beat).  The
+        engine decodes a slice of ``L`` fields at a time and brings each slice to field 0.
     latency : int
         0 (default), 1: a register on every output, or 2: registers also between the
         gathering of each lane's bits from the beat and the arithmetic on them (the engine's
         choice, so that neither is in the same cycle as the other).
+    settings_latency : int
+        0 (default): the encoding and bits are used in the cycle they are set.  1 (the
+        engine's choice): every decode of them (the gathering's per-bit selects, which fan out
+        to every lane) is registered first, so the outputs are the decode of ``data``
+        ``latency`` cycles earlier *with the settings of the cycle before that*.  The engine
+        latches its settings at a start, a cycle before any beat (its START state).
 
     Members
     -------
@@ -106,10 +111,10 @@ class FieldDecoder(wiring.Component):
         ``first[i]``, ``second[i]``: lane ``i``'s two feature words ``F1``, ``F2`` (as a flat
         value, lane ``i`` is bits ``[32 i, 32 i + 32)``).
         Quantized: ``(2 q - 2**b) << (8 - b)`` in ``[-256, 256]``, 8 fraction bits
-        (``second == first`` for single).  Raw32 (lanes ``0 .. W/32 - 1``):
+        (``second == first`` for single).  Raw32 (lanes ``0 .. min(W/32, L) - 1``):
         ``clamp(word, -2**30, 2**30)``, 30 fraction bits, ``second == first``.
         An invalid lane reads 0.
-    fields_per_beat : Out(range(L + 1))
+    fields_per_beat : Out(range(W // 2 + 1))
         ``P = W // field_width`` of the current setting (``field_width`` = ``b + 2``,
         ``b + 1`` or 32).
     label : Out(signed(32))
@@ -125,10 +130,11 @@ class FieldDecoder(wiring.Component):
     TypeError
         If ``bus_width`` or ``latency`` is not an integer.
     ValueError
-        If ``bus_width`` is not one of 64, 128, 256, 512, or ``latency`` not 0, 1 or 2.
+        If ``bus_width`` is not one of 64, 128, 256, 512, ``lanes`` not a power of two from
+        2 to ``W // 2``, ``latency`` not 0, 1 or 2, or ``settings_latency`` not 0 or 1.
     """
 
-    def __init__(self, *, bus_width, latency=0):
+    def __init__(self, *, bus_width, lanes=None, latency=0, settings_latency=0):
         if not isinstance(bus_width, int) or isinstance(bus_width, bool):
             raise TypeError(f"Bus width must be an integer, not {bus_width!r}")
         if bus_width not in BUS_WIDTHS:
@@ -137,14 +143,27 @@ class FieldDecoder(wiring.Component):
             raise TypeError(f"Latency must be an integer, not {latency!r}")
         if latency not in (0, 1, 2):
             raise ValueError(f"Latency must be 0, 1 or 2, not {latency!r}")
+        if not isinstance(settings_latency, int) or isinstance(settings_latency, bool):
+            raise TypeError(f"Settings latency must be an integer, not {settings_latency!r}")
+        if settings_latency not in (0, 1):
+            raise ValueError(f"Settings latency must be 0 or 1, not {settings_latency!r}")
+        if lanes is None:
+            lanes = bus_width // 2
+        if not isinstance(lanes, int) or isinstance(lanes, bool):
+            raise TypeError(f"Lanes must be an integer, not {lanes!r}")
+        if lanes < 2 or lanes > bus_width // 2 or lanes & (lanes - 1):
+            raise ValueError(f"Lanes must be a power of two from 2 to {bus_width // 2}, "
+                             f"not {lanes!r}")
         self._bus_width = bus_width
+        self._lanes = lanes
         self._latency = latency
-        super().__init__(self.signature_for(bus_width))
+        self._settings_latency = settings_latency
+        super().__init__(self.signature_for(bus_width, lanes))
 
     @staticmethod
-    def signature_for(bus_width):
+    def signature_for(bus_width, lanes=None):
         """The port signature of a decoder for ``bus_width`` (see the class members)."""
-        lanes = bus_width // 2
+        lanes = bus_width // 2 if lanes is None else lanes
         words = data.ArrayLayout(signed(WORD_WIDTH), lanes)
         return wiring.Signature({
             "data": In(bus_width),
@@ -153,7 +172,7 @@ class FieldDecoder(wiring.Component):
             "valid": Out(lanes),
             "first": Out(words),
             "second": Out(words),
-            "fields_per_beat": Out(range(lanes + 1)),
+            "fields_per_beat": Out(range(bus_width // 2 + 1)),
             "label": Out(signed(WORD_WIDTH)),
         })
 
@@ -163,23 +182,36 @@ class FieldDecoder(wiring.Component):
 
     @property
     def lanes(self):
-        """``L = bus_width // 2``: the most fields a beat holds (single, b = 1)."""
-        return self._bus_width // 2
+        """``L``: the fields decoded (``bus_width // 2``, every field of the densest beat
+        (single, b = 1), unless chosen smaller)."""
+        return self._lanes
 
     @property
     def raw_lanes(self):
-        """Lanes that can hold a raw32 word: ``bus_width // 32``."""
-        return self._bus_width // 32
+        """Lanes that can hold a raw32 word: ``min(bus_width // 32, lanes)``."""
+        return min(self._bus_width // 32, self._lanes)
 
     @property
     def latency(self):
         return self._latency
+
+    @property
+    def settings_latency(self):
+        return self._settings_latency
 
     def elaborate(self, platform):
         m = Module()
         width, lanes, raw_lanes = self._bus_width, self.lanes, self.raw_lanes
         layouts = {key: StreamLayout(*key, width) for key in QUANT_SETTINGS}
         raw_layout = StreamLayout(Encoding.RAW32, 32, width)
+
+        settled = self._settings_latency == 1
+
+        def register(value, name):
+            """``value`` a cycle later (a data register: no reset, initial value 0)."""
+            sig = Signal(value.shape(), name=f"{name}_r", reset_less=True)
+            m.d.sync += sig.eq(value)
+            return sig
 
         def settings(encoding, bits, label):
             """One-hot setting selects (shared by every lane) and the raw32 select."""
@@ -192,31 +224,49 @@ class FieldDecoder(wiring.Component):
             m.d.comb += raw.eq(encoding == Encoding.RAW32)
             return selects, raw
 
-        # Step 1, gathering: each lane's index and sample bits from the beat (AND-OR trees).
         gather_selects, gather_raw = settings(self.encoding, self.bits, "sel")
+        group_selects = {}   # settings routing one beat bit to one output bit -> their OR
+
+        def group_select(keys):
+            """The OR of the selects of ``keys``: one register per distinct group when the
+            settings are registered (a single LUT level between the beat and each term)."""
+            keys = tuple(sorted(keys))
+            if keys not in group_selects:
+                value = any_of(gather_selects[key] for key in keys)
+                name = "sel_" + "_".join(f"{e.name[0].lower()}{b}" for e, b in keys)
+                group_selects[keys] = register(value, name) if settled else value
+            return group_selects[keys]
+
+        def gather(terms):
+            """One output bit: ``OR over beat positions p of (data[p] & group select of p)``."""
+            return any_of(self.data[pos] & group_select(keys)
+                          for pos, keys in sorted(terms.items()))
+
+        # Step 1, gathering: each lane's index and sample bits from the beat (AND-OR trees).
         gathered = []   # per lane: (index, sample1, sample2)
         for lane in range(lanes):
             # For each output bit, the beat positions it can come from and under which settings.
             index_terms = [{} for _ in range(QUANT_FEATURE_FRAC)]  # left-aligned index bits
             sample1_terms, sample2_terms = {}, {}
-            for (encoding, bits), select in gather_selects.items():
-                layout = layouts[encoding, bits]
+            for key in gather_selects:
+                encoding, bits = key
+                layout = layouts[key]
                 if lane >= layout.fields_per_beat:
                     continue  # pruned: this lane never holds a field in this setting
                 base = lane * layout.field_width
                 for j in range(bits):  # index bit j -> aligned bit j + 8 - b
                     index_terms[j + QUANT_FEATURE_FRAC - bits].setdefault(
-                        base + j, []).append(select)
-                sample1_terms.setdefault(base + bits, []).append(select)
+                        base + j, []).append(key)
+                sample1_terms.setdefault(base + bits, []).append(key)
                 second_bit = bits + 1 if encoding is Encoding.DOUBLE else bits
-                sample2_terms.setdefault(base + second_bit, []).append(select)
+                sample2_terms.setdefault(base + second_bit, []).append(key)
             index = Signal(QUANT_FEATURE_FRAC, name=f"lane{lane}_index")
             sample1 = Signal(name=f"lane{lane}_s1")
             sample2 = Signal(name=f"lane{lane}_s2")
             m.d.comb += [
-                sample1.eq(_gather(self.data, sample1_terms)),
-                sample2.eq(_gather(self.data, sample2_terms)),
-                index.eq(Cat(*(_gather(self.data, terms) for terms in index_terms))),
+                sample1.eq(gather(sample1_terms)),
+                sample2.eq(gather(sample2_terms)),
+                index.eq(Cat(*(gather(terms) for terms in index_terms))),
             ]
             gathered.append((index, sample1, sample2))
         raw_words = [self.data[32 * lane: 32 * lane + 32] for lane in range(raw_lanes)]
@@ -233,14 +283,16 @@ class FieldDecoder(wiring.Component):
                                    if lane < layouts[key].fields_per_beat)
                             for lane in range(lanes)))
         bits = self.bits
+        if settled:
+            # The gathering uses the settings of the cycle before; so does everything else.
+            bits = register(bits, "bits_settled")
+            selects = {key: register(sel, sel.name) for key, sel in selects.items()}
+            sel_raw = register(sel_raw, "sel_raw_settled")
+            level_step = register(level_step, "level_step_settled")
+            quant_valid = register(quant_valid, "quant_valid_settled")
         if self._latency == 2:
             # The gathered bits, the raw words and the settings' decodes are registered here
             # (the decodes fan out to every lane: from registers they are a short way).
-            def register(value, name):
-                sig = Signal(value.shape(), name=f"{name}_r", reset_less=True)
-                m.d.sync += sig.eq(value)
-                return sig
-
             gathered = [tuple(register(v, v.name) for v in lane_bits) for lane_bits in gathered]
             raw_words = [register(w, f"lane{lane}_raw_word") for lane, w in enumerate(raw_words)]
             bits = register(bits, "bits")

@@ -158,11 +158,13 @@ def test_decoder_undefined_settings_decode_nothing():
     assert not mismatches, "; ".join(mismatches[:5])
 
 
+@pytest.mark.parametrize("settings_latency", [0, 1])
 @pytest.mark.parametrize("latency", [1, 2])
-def test_decoder_latency(latency):
-    """Outputs are the decode of the inputs ``latency`` cycles earlier (0 after reset), with
-    the settings changing from beat to beat."""
-    dut = FieldDecoder(bus_width=64, latency=latency)
+def test_decoder_latency(latency, settings_latency):
+    """Outputs are the decode of the beat ``latency`` cycles earlier (0 after reset), with
+    the settings changing from beat to beat: the settings set with the beat, or those of the
+    cycle before it (``settings_latency`` = 1)."""
+    dut = FieldDecoder(bus_width=64, latency=latency, settings_latency=settings_latency)
     rng = np.random.default_rng(7)
     cases = []
     for encoding, bits in [(Encoding.DOUBLE, 1), (Encoding.SINGLE, 8), (Encoding.RAW32, 32),
@@ -174,8 +176,20 @@ def test_decoder_latency(latency):
     expected = [reset_value] * latency + [case[3] for case in cases]
     checked = []
 
+    # The settings driven with each beat: its own, or those of the next beat (a cycle ahead).
+    settings = [case[1:3] for case in cases]
+    if settings_latency:
+        settings = settings[1:] + settings[-1:]
+
     async def testbench(ctx):
-        for cycle, (beat, encoding, bits, _) in enumerate(cases + cases[:latency]):
+        if settings_latency:
+            # The first beat's settings, a cycle ahead; the beat in that cycle is 0 with the
+            # settings before (encoding 0, bits 0: undefined), which decodes to nothing.
+            ctx.set(dut.encoding, cases[0][1])
+            ctx.set(dut.bits, cases[0][2])
+            await ctx.tick()
+        for cycle, (beat, _, _, _) in enumerate(cases + cases[:latency]):
+            encoding, bits = settings[cycle % len(cases)]
             per_beat, _, first, second, label = want = expected[cycle]
             assert ctx.get(dut.fields_per_beat) == per_beat, cycle
             got_first, got_second = ctx.get(dut.first), ctx.get(dut.second)
@@ -208,6 +222,8 @@ def test_level_value_is_the_uniform_grid(bits):
     ({"bus_width": "64"}, TypeError, "'64'"), ({"bus_width": True}, TypeError, "True"),
     ({"bus_width": 64, "latency": True}, TypeError, "True"),
     ({"bus_width": 64, "latency": 3}, ValueError, "3"),
+    ({"bus_width": 64, "settings_latency": 2}, ValueError, "2"),
+    ({"bus_width": 64, "settings_latency": False}, TypeError, "False"),
 ])
 def test_decoder_rejects_bad_parameters(kwargs, error, named):
     # The half-built component is an elaboratable that is never used: that warning is expected.

@@ -86,11 +86,17 @@ def test_engine_sweep(bus_width, tmp_path, sim_options):
     assert len(report) == sum(r["epochs"] for r in runs)
 
 
-def test_engine_sweep_sliced(tmp_path, sim_options):
-    """Fewer lanes than fields per beat (W = 64, L = 4): beats of up to 32 fields are issued as
-    up to 8 slices; feature counts around the lane count and the slice and beat sizes."""
-    params = EngineParams(bus_width=64, max_features=1024, max_batch=64, lanes=4)
-    runs = sweep_runs(params, feature_counts=(1, 3, 5, 20, 21, 300), batches=(1, 16, 64)) \
+@pytest.mark.parametrize(("bus_width", "lanes", "feature_counts"), [
+    (64, 4, (1, 3, 5, 20, 21, 300)),
+    # Fewer lanes than raw32 words (4 per beat): raw32 beats are sliced too.
+    (128, 2, (1, 3, 5, 42, 43, 200)),
+])
+def test_engine_sweep_sliced(bus_width, lanes, feature_counts, tmp_path, sim_options):
+    """Fewer lanes than fields per beat (W = 64, L = 4: beats of up to 32 fields are issued as
+    up to 8 slices; W = 128, L = 2: up to 32 slices); feature counts around the lane count and
+    the slice and beat sizes."""
+    params = EngineParams(bus_width=bus_width, max_features=1024, max_batch=64, lanes=lanes)
+    runs = sweep_runs(params, feature_counts=feature_counts, batches=(1, 16, 64)) \
         + special_runs(params)
     report = run_engine(params, runs, tmp_path, **sim_options)
     assert len(report) == sum(r["epochs"] for r in runs)
