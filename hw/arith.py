@@ -289,21 +289,32 @@ class Product:
             m.d.sync += sig.eq(value)
             return sig
 
-        level = []
+        def add(x, y, label):
+            # Below the larger of the two known-zero low parts only one term has bits: they
+            # pass, and the carry chain starts at that part (a shifted limb product has
+            # ``offset`` zero bits; a chain as long as the product is slow).
+            (x, zx), (y, zy) = sorted((x, y), key=lambda item: item[1])
+            high = (x[zy:] + y[zy:])[:width - zy]
+            return term(Cat(x[:zy], high), label), zx
+
+        level = []   # (term, its known-zero low bits)
         for i, (limb_a, offset_a) in enumerate(_limbs(a)):
             for j, (limb_b, offset_b) in enumerate(_limbs(b)):
                 partial = limb_product(m, limb_a, limb_b, f"{name}_p{i}_{j}", platform)
-                level.append(term(partial << (offset_a + offset_b), f"t{i}_{j}"))
+                offset = offset_a + offset_b
+                level.append((term(partial << offset, f"t{i}_{j}"), min(offset, width)))
         latency, depth = 1, 0
         while len(level) > 1:
-            pairs = [term(level[k] + level[k + 1], f"a{depth}_{k}")
+            pairs = [add(level[k], level[k + 1], f"a{depth}_{k}")
                      for k in range(0, len(level) - 1, 2)]
             level = pairs + ([level[-1]] if len(level) % 2 else [])
             depth += 1
             if len(level) == 1 or depth % 2 == 0:
-                level = [register(v, f"s{depth}_{k}") for k, v in enumerate(level)]
+                level = [(register(v, f"s{depth}_{k}"), zeros)
+                         for k, (v, zeros) in enumerate(level)]
                 latency += 1
-        self.value = level[0] if shape.signed else level[0].as_unsigned()
+        value = level[0][0]
+        self.value = value if shape.signed else value.as_unsigned()
         self.latency = latency
 
 
