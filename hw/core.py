@@ -628,7 +628,21 @@ class SgdCore(wiring.Component):
         flush_pass = Signal(2)     # passes still to do
         flush_parity = Signal()
         flush_issue = Signal()
-        flush_gate = ~sweep.hit
+        # The flush's only hazard is its own first pass: every flush beat is fused, a pass
+        # walks the offsets in increasing order and issues every cycle (the window is empty
+        # when the flush starts, see below), so only the second pass's first slice can meet
+        # its first pass in the update window, and if it waits until the first pass's first
+        # slice has left the window, every later slice follows it one cycle apart.  A counter
+        # from each pass's first issue says when that is (the window's matches, without
+        # comparing offsets).
+        flush_wait = Signal(range(UPDATE_WINDOW + 1))
+        with m.If(flush_issue & sweep.at_start):
+            m.d.sync += flush_wait.eq(UPDATE_WINDOW)
+        with m.Elif(flush_wait != 0):
+            m.d.sync += flush_wait.eq(flush_wait - 1)
+        with m.If(pipe_reset):
+            m.d.sync += flush_wait.eq(0)
+        flush_gate = ~(sweep.at_start & (flush_wait != 0))
         # (state == FLUSH) & (flush_pass != 0), as a register.  The stream never issues while
         # it is set, and the flush only then, so the issue's data (offsets, flags, rows, the
         # decoder's beat) choose between the two with it: ``flush_issue``, which waits for
@@ -637,12 +651,11 @@ class SgdCore(wiring.Component):
         m.d.comb += flush_issue.eq(flushing & flush_gate)
 
         slice_issue = take | held_issue
-        # Neither slicer sees the other's issues: the stream and the flush never issue within
-        # UPDATE_WINDOW cycles of each other.  The flush starts after DRAIN, and a new epoch's
-        # stream after SETTLE, both of which wait until nothing is in flight (forward_busy,
-        # which outlasts the window); an abort clears the window.
+        # The stream's slicer does not see the flush's issues: the stream and the flush never
+        # issue within UPDATE_WINDOW cycles of each other.  The flush starts after DRAIN, and
+        # a new epoch's stream after SETTLE, both of which wait until nothing is in flight
+        # (forward_busy, which outlasts the window); an abort clears the window.
         feed.track(m, window, fused_sample)
-        sweep.track(m, window, 1)
         m.d.comb += [
             issue_valid.eq(slice_issue | flush_issue),
             issue_fused.eq(Mux(flushing, 1, fused_sample)),
