@@ -128,7 +128,7 @@ class FieldDecoder(wiring.Component):
     Raises
     ------
     TypeError
-        If ``bus_width`` or ``latency`` is not an integer.
+        If ``bus_width``, ``lanes``, ``latency`` or ``settings_latency`` is not an integer.
     ValueError
         If ``bus_width`` is not one of 64, 128, 256, 512, ``lanes`` not a power of two from
         2 to ``W // 2``, ``latency`` not 0, 1 or 2, or ``settings_latency`` not 0 or 1.

@@ -148,6 +148,25 @@ def test_decoder_matches_spec(bus_width):
     assert not mismatches, f"{len(mismatches)} mismatches, first: " + "; ".join(mismatches[:5])
 
 
+@pytest.mark.parametrize(("bus_width", "lanes"), [(64, 4), (128, 2)])
+def test_decoder_with_fewer_lanes_is_the_first_lanes(bus_width, lanes):
+    """``lanes=L`` decodes fields 0 .. L-1 exactly as the full decoder does (raw32 included,
+    with fewer lanes than raw words at W = 128, L = 2); fields_per_beat stays the beat's."""
+    rng = np.random.default_rng(300 + bus_width + lanes)
+    cases = []
+    for encoding, bits in SETTINGS:
+        layout = StreamLayout(encoding, bits, bus_width)
+        for k, beat in enumerate(random_beats(rng, bus_width, 4)):
+            per_beat, valid, first, second, label = ref_decode(beat, layout)
+            cases.append((f"{layout} random {k}", beat, int(encoding), bits & 15,
+                          (per_beat, valid & ((1 << lanes) - 1), first[:lanes], second[:lanes],
+                           label)))
+    dut = FieldDecoder(bus_width=bus_width, lanes=lanes)
+    assert (dut.lanes, dut.raw_lanes) == (lanes, min(bus_width // 32, lanes))
+    mismatches = run_decoder(dut, cases)
+    assert not mismatches, f"{len(mismatches)} mismatches, first: " + "; ".join(mismatches[:5])
+
+
 def test_decoder_undefined_settings_decode_nothing():
     dut = FieldDecoder(bus_width=64)
     nothing = (0, 0, [], [], 0)
@@ -223,6 +242,10 @@ def test_level_value_is_the_uniform_grid(bits):
     ({"bus_width": 64, "latency": True}, TypeError, "True"),
     ({"bus_width": 64, "latency": 3}, ValueError, "3"),
     ({"bus_width": 64, "settings_latency": 2}, ValueError, "2"),
+    ({"bus_width": 64, "lanes": 3}, ValueError, "3"),
+    ({"bus_width": 64, "lanes": 64}, ValueError, "64"),
+    ({"bus_width": 64, "lanes": 1}, ValueError, "1"),
+    ({"bus_width": 64, "lanes": 4.0}, TypeError, "4.0"),
     ({"bus_width": 64, "settings_latency": False}, TypeError, "False"),
 ])
 def test_decoder_rejects_bad_parameters(kwargs, error, named):
