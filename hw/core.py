@@ -881,10 +881,30 @@ class SgdCore(wiring.Component):
         # U11: the L1 threshold (step 3), x3 = sign(x2) * max(|x2| - threshold, 0), is
         # max(x2 - threshold, 0) for x2 >= 0 and min(x2 + threshold, 0) for x2 < 0: both sums
         # are made here, and U12 chooses by signs only.
+        # The words a plain beat may take by forwarding (U12 -> U13, below): the U13 register
+        # and its history, U13's words of 1 .. UPDATE_WINDOW - 3 cycles before.
+        u13_x = [Signal(signed(32), name=f"u13_x{b}") for b in range(lanes)]
+        history = [[Signal(signed(32), name=f"fwd{j}_x{b}") for b in range(lanes)]
+                   for j in range(2, UPDATE_WINDOW - 1)]
+        for j, words in enumerate(history):
+            previous = u13_x if j == 0 else history[j - 1]
+            m.d.sync += [words[b].eq(previous[b]) for b in range(lanes)]
+        # A forwarded word older than the U13 register is chosen a cycle ahead (in U11): the
+        # k-th source of the next cycle (k >= 1) is the (k - 1)-th now, so U13 itself only
+        # chooses between its own register, this early choice and the beat's own word.
+        older = u11["forward"][1:]
+        early = []
+        for b in range(lanes):
+            sources = [u13_x[b]] + [words[b] for words in history]
+            picked = Cat(*(Mux(older[k], sources[k], 0) for k in range(len(older))))
+            early.append(functools.reduce(operator.or_, (
+                picked[32 * k: 32 * k + 32] for k in range(len(older)))))
         u12 = carry("u12", u11 | {
             "above": [v - cfg.threshold for v in u11["x2"]],
             "below": [v + cfg.threshold for v in u11["x2"]],
-            "negative": [v < 0 for v in u11["x2"]]}, drop=("x2",))
+            "negative": [v < 0 for v in u11["x2"]],
+            "forward_newest": u11["forward"][0], "forward_older": older.any(),
+            "forwarded": early}, drop=("x2", "forward"))
         # Cycles from issue to the write (U13): A, B, U1, the step's rounding, U4, U5, the
         # decay's product and rounding, U10 .. U12, U13.
         write_cycle = 3 + steps[0][1] + 2 + decay_products[0].latency + decays[0][1] + 3
@@ -894,27 +914,16 @@ class SgdCore(wiring.Component):
 
         # U12 -> U13: x3, or a plain beat's own word, or a forwarded one.  A fused beat with the
         # same field offset issued j = 1 .. UPDATE_WINDOW - 1 cycles earlier wrote its words
-        # after this beat read the memory: they are in the U13 registers (j = 1) or in the
-        # history of U13 words (j >= 2).  ``forward`` (one-hot, found at issue) says which.
-        u13 = carry("u13", u12, drop=("above", "below", "negative", "x", "forward"))
-        history = []
-        for j in range(2, UPDATE_WINDOW):
-            words = [Signal(signed(32), name=f"fwd{j}_x{b}") for b in range(lanes)]
-            history.append(words)
-        u13_x = [Signal(signed(32), name=f"u13_x{b}") for b in range(lanes)]
-        for j, words in enumerate(history):
-            previous = u13_x if j == 0 else history[j - 1]
-            m.d.sync += [words[b].eq(previous[b]) for b in range(lanes)]
-        forward = u12["forward"]
+        # after this beat read the memory: they are in the U13 registers (j = 1) or in their
+        # history (j >= 2, chosen in U11).  ``forward`` (one-hot, found at issue) says which.
+        u13 = carry("u13", u12, drop=("above", "below", "negative", "x", "forward_newest",
+                                      "forward_older", "forwarded"))
         for b in range(lanes):
             above, below = u12["above"][b], u12["below"][b]
             x3 = Mux(u12["negative"][b], Mux(below < 0, below, 0), Mux(above < 0, 0, above))
             own = Mux(u12["fused"], x3, u12["x"][b])
-            sources = [u13_x[b]] + [words[b] for words in history]
-            forwarded = Cat(*(Mux(forward[k], sources[k], 0) for k in range(len(sources))))
-            words = [forwarded[32 * k: 32 * k + 32] for k in range(len(sources))]
-            m.d.sync += u13_x[b].eq(Mux(forward.any(), functools.reduce(operator.or_, words),
-                                        own))
+            m.d.sync += u13_x[b].eq(Mux(u12["forward_newest"], u13_x[b],
+                                        Mux(u12["forward_older"], u12["forwarded"][b], own)))
         u13["x"] = u13_x
         with m.If(u13["valid"] & u13["fused"] & u13["pass_end"]):
             m.d.sync += self.updates.eq(self.updates + 1)

@@ -204,15 +204,17 @@ def format_table(summary: dict) -> str:
 
 
 def build_plan(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: float = 100.0,
-               ooc: bool = False, name: str = "top"):
+               ooc: bool = False, seed: int | None = None, name: str = "top"):
     """The Amaranth build plan of a board build (no tool runs); with the nextpnr options that
     write ``report.json`` and let a timing failure finish (it is reported by
-    :func:`run_synth` instead)."""
+    :func:`run_synth` instead).  ``seed`` is nextpnr's placement seed (its default if None):
+    routed timing moves by several MHz between seeds, so a change is judged over a few."""
     platform = board_platform(board)
     top = (EngineOocTop(params, freq_mhz=freq_mhz) if ooc
            else EngineBoardTop(params, board=board, freq_mhz=freq_mhz))
     plan = platform.build(top, name=name, do_build=False,
-                          nextpnr_opts=NEXTPNR_OPTIONS,
+                          nextpnr_opts=NEXTPNR_OPTIONS + ("" if seed is None
+                                                          else f" --seed {seed}"),
                           synth_opts=LUT_MAPPING["synth_opts"],
                           script_after_synth=LUT_MAPPING["script_after_synth"].format(name=name))
     if ooc:
@@ -233,28 +235,31 @@ def _retarget_clock_pin(lpf: str, freq_mhz: float) -> str:
 
 
 def run_synth(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: float = 100.0,
-              ooc: bool = False, out_dir="build/synth", check_timing: bool = True) -> dict:
+              ooc: bool = False, seed: int | None = None, out_dir="build/synth",
+              check_timing: bool = True) -> dict:
     """Build ``board`` with the engine at ``params`` into ``out_dir``; return the summary
     (also written to ``out_dir/summary.json``).
 
     Raises
     ------
     ConfigError
-        Unknown board or unreachable frequency.
+        Unknown board, unreachable frequency or a negative seed.
     BuildError
         A tool failed (see ``out_dir/top.rpt`` for Yosys, ``out_dir/top.tim`` for nextpnr).
     TimingError
         ``check_timing`` and a clock missed its constraint.
     """
-    if board not in BOARDS:
-        from ..errors import ConfigError
+    from ..errors import ConfigError
 
+    if board not in BOARDS:
         raise ConfigError(f"board must be one of {sorted(BOARDS)}, found {board!r}")
+    if seed is not None and not (isinstance(seed, int) and seed >= 0):
+        raise ConfigError(f"seed must be an integer >= 0, found {seed!r}")
     use_yowasp()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc)
+    plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc, seed=seed)
     elaborated = time.monotonic()
     try:
         plan.execute_local(str(out))
@@ -264,7 +269,7 @@ def run_synth(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: float
     finished = time.monotonic()
     summary = summarize(out / "report.json")
     summary.update({
-        "board": board, "freq_mhz": freq_mhz, "ooc": ooc,
+        "board": board, "freq_mhz": freq_mhz, "ooc": ooc, "seed": seed,
         "params": {"bus_width": params.bus_width, "max_features": params.max_features,
                    "max_batch": params.max_batch, "lanes": params.lanes},
         "build_seconds": round(finished - started, 1),

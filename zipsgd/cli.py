@@ -393,6 +393,9 @@ def _add_synth(sub) -> None:
                    help="out of context: the engine alone with registered, LFSR-driven inputs "
                         "and XOR-folded outputs (hw/ooc.py), clocked from the board clock pin "
                         "constrained to --freq")
+    p.add_argument("--seed", type=int, default=None,
+                   help="nextpnr placement seed (default: nextpnr's); routed fmax moves by "
+                        "several MHz between seeds")
     p.add_argument("-o", "--output", default="build/synth", help="build folder")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(run=_run_synth)
@@ -405,7 +408,7 @@ def _run_synth(args) -> int:
     params = EngineParams(args.bus_width, args.max_features, args.max_batch, args.lanes)
     try:
         summary = run_synth(params, board=args.board, freq_mhz=args.freq, ooc=args.ooc,
-                            out_dir=args.output)
+                            seed=args.seed, out_dir=args.output)
         status = 0
     except BuildError as error:  # a tool failed: not bad input, so status 1 rather than 2
         print(f"zipsgd: error: {error}", file=sys.stderr)

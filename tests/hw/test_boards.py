@@ -176,3 +176,14 @@ def test_real_build_ulx3s(tmp_path):
     assert (tmp_path / "top.bit").exists()
     assert summary["resources"]["LUT4"]["used"] > 1000
     assert summary["clocks"]
+
+
+def test_seed_reaches_nextpnr():
+    script = synth.build_plan(SMALL, seed=7).files["build_top.sh"]
+    assert "--seed 7" in script
+    assert "--seed" not in synth.build_plan(SMALL).files["build_top.sh"]
+
+
+def test_cli_negative_seed_exits_2(capsys, tmp_path):
+    assert main(["synth", "--seed", "-1", "-o", str(tmp_path)]) == 2
+    assert "seed must be an integer >= 0, found -1" in capsys.readouterr().err
