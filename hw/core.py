@@ -858,11 +858,15 @@ class SgdCore(wiring.Component):
             "over": [u4["above_hi"][b] > steps[b][0] for b in range(lanes)],
             "under": [u4["above_lo"][b] < steps[b][0] for b in range(lanes)]},
             drop=("above_hi", "above_lo"))
+        # From U6 on a beat carries one model word: a fused beat's x1, x2, ..., a plain beat's
+        # own word x unchanged (its decay is taken as 0 in U10), so the pipeline does not carry
+        # x beside them.
         u6 = carry("u6", u5 | {
-            "x1": [Mux(u5["over"][b], model_hi, Mux(u5["under"][b], model_lo, u5["diff"][b]))
-                   [:32].as_signed() for b in range(lanes)],
+            "x1": [Mux(u5["fused"], Mux(u5["over"][b], model_hi,
+                                        Mux(u5["under"][b], model_lo, u5["diff"][b]))
+                       [:32].as_signed(), u5["x"][b]) for b in range(lanes)],
             "clip": [u5["over"][b] | u5["under"][b] for b in range(lanes)]},
-            drop=("diff", "over", "under"))
+            drop=("diff", "over", "under", "x"))
         # Model saturations: counted for fused, valid banks.
         sat_bits = Signal(lanes)
         m.d.comb += sat_bits.eq(Cat(*(u6["clip"][b] & u6["mask"][b] for b in range(lanes))))
@@ -876,7 +880,7 @@ class SgdCore(wiring.Component):
         decays = [decay_rounder.pipelined(m, decay_products[b].value, u8["rand_decay"][b],
                                           f"u_dround{b}") for b in range(lanes)]
         u10 = delay_all(u8, decays[0][1], "u_r", drop=("rand_decay",))
-        x2 = [u10["x1"][b] - decays[b][0] for b in range(lanes)]
+        x2 = [u10["x1"][b] - Mux(u10["fused"], decays[b][0], 0) for b in range(lanes)]
         u11 = carry("u11", u10 | {"x2": x2}, drop=("x1",))
         # U11: the L1 threshold (step 3), x3 = sign(x2) * max(|x2| - threshold, 0), is
         # max(x2 - threshold, 0) for x2 >= 0 and min(x2 + threshold, 0) for x2 < 0: both sums
@@ -904,7 +908,7 @@ class SgdCore(wiring.Component):
             "below": [v + cfg.threshold for v in u11["x2"]],
             "negative": [v < 0 for v in u11["x2"]],
             "forward_newest": u11["forward"][0], "forward_older": older.any(),
-            "forwarded": early}, drop=("x2", "forward"))
+            "forwarded": early}, drop=("forward",))
         # Cycles from issue to the write (U13): A, B, U1, the step's rounding, U4, U5, the
         # decay's product and rounding, U10 .. U12, U13.
         write_cycle = 3 + steps[0][1] + 2 + decay_products[0].latency + decays[0][1] + 3
@@ -916,12 +920,12 @@ class SgdCore(wiring.Component):
         # same field offset issued j = 1 .. UPDATE_WINDOW - 1 cycles earlier wrote its words
         # after this beat read the memory: they are in the U13 registers (j = 1) or in their
         # history (j >= 2, chosen in U11).  ``forward`` (one-hot, found at issue) says which.
-        u13 = carry("u13", u12, drop=("above", "below", "negative", "x", "forward_newest",
+        u13 = carry("u13", u12, drop=("above", "below", "negative", "x2", "forward_newest",
                                       "forward_older", "forwarded"))
         for b in range(lanes):
             above, below = u12["above"][b], u12["below"][b]
             x3 = Mux(u12["negative"][b], Mux(below < 0, below, 0), Mux(above < 0, 0, above))
-            own = Mux(u12["fused"], x3, u12["x"][b])
+            own = Mux(u12["fused"], x3, u12["x2"][b])
             m.d.sync += u13_x[b].eq(Mux(u12["forward_newest"], u13_x[b],
                                         Mux(u12["forward_older"], u12["forwarded"][b], own)))
         u13["x"] = u13_x
