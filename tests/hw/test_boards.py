@@ -11,7 +11,7 @@ import re
 import warnings
 
 import pytest
-from amaranth.hdl import UnusedElaboratable
+from amaranth.hdl import Cat, Mux, Signal, UnusedElaboratable
 
 from zipsgd.cli import main
 from zipsgd.errors import ConfigError
@@ -187,3 +187,36 @@ def test_seed_reaches_nextpnr():
 def test_cli_negative_seed_exits_2(capsys, tmp_path):
     assert main(["synth", "--seed", "-1", "-o", str(tmp_path)]) == 2
     assert "seed must be an integer >= 0, found -1" in capsys.readouterr().err
+
+
+def _flip_flops_after_synthesis(tmp_path, script_after_read: str) -> int:
+    """TRELLIS_FF cells of a small design with four replicas of one bit, each choosing its own
+    bank's word, after Yosys ``synth_ecp5`` (YoWASP)."""
+    import json
+    import subprocess
+
+    from amaranth import Module
+    from amaranth.back import rtlil
+
+    from zipsgd.hw.arith import replicas
+
+    m = Module()
+    choice, words = Signal(), [Signal(4, name=f"word{b}") for b in range(4)]
+    out = Signal(16)
+    copies = replicas(m, "choice", choice, 4)
+    m.d.sync += out.eq(Cat(*(Mux(copies[b], words[b], ~words[b]) for b in range(4))))
+    (tmp_path / "t.il").write_text(rtlil.convert(m, ports=[choice, out, *words]))
+    env = synth.use_yowasp()
+    subprocess.run([env["YOSYS"], "-q", "-p", f"read_rtlil t.il; {script_after_read}; "
+                    "synth_ecp5 -top top -json t.json"], cwd=tmp_path, check=True)
+    cells = json.loads((tmp_path / "t.json").read_text())["modules"]["top"]["cells"]
+    return sum(cell["type"] == "TRELLIS_FF" for cell in cells.values())
+
+
+def test_synthesis_keeps_replicas(tmp_path, monkeypatch):
+    for var in synth.TOOLS:   # use_yowasp edits os.environ: restore it afterwards
+        monkeypatch.setenv(var, "unset-by-test")
+    # 16 output bits and the four copies; without the script the copies merge into one.
+    assert _flip_flops_after_synthesis(tmp_path, synth.KEEP_REPLICAS) == 16 + 4
+    assert _flip_flops_after_synthesis(tmp_path, "") == 16 + 1
+    assert f"{synth.KEEP_REPLICAS}" in synth.build_plan(SMALL).files["top.ys"]
