@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..spec.engine import UPDATE_WINDOW, EngineParams
+from ..spec.engine import BOARD_FREQ_MHZ, BOARD_LANES, UPDATE_WINDOW, EngineParams
 from ..spec.stream import BUS_WIDTHS, Encoding, StreamLayout
 
 __all__ = ["Platform", "PLATFORMS", "EngineModel", "epoch_cost", "predicted_cycles",
@@ -83,10 +83,11 @@ class Platform:
 
 #: Presets; every figure and its source (or "estimate") is in docs/PLATFORMS.md.
 PLATFORMS: dict[str, Platform] = {p.name: p for p in (
-    Platform("ulx3s-85f", 40e6, 25e6, 64,
-             "ULX3S (ECP5-85F): 32 MB 16-bit SDR SDRAM clocked at the board's 25 MHz "
-             "oscillator = 50 MB/s peak, 80 % sustained (estimate); the 8-lane board build at "
-             "25 MHz (its post-placement estimate is 24.9 MHz)", lanes=8),
+    Platform("ulx3s-85f", 0.8 * 2 * BOARD_FREQ_MHZ * 1e6, BOARD_FREQ_MHZ * 1e6, 64,
+             f"ULX3S (ECP5-85F): 32 MB 16-bit SDR SDRAM clocked with the engine at "
+             f"{BOARD_FREQ_MHZ:g} MHz = {2 * BOARD_FREQ_MHZ:g} MB/s peak, 80 % sustained "
+             f"(estimate); the {BOARD_LANES}-lane board build, routed, meets "
+             f"{BOARD_FREQ_MHZ:g} MHz (docs/results/synthesis.md)", lanes=BOARD_LANES),
     Platform("orangecrab", 288e6, 48e6, 64,
              "OrangeCrab (ECP5): 16-bit DDR3L, LiteDRAM 1:2 PHY at 48 MHz system clock = "
              "384 MB/s peak, 75 % sustained (estimate); engine at 48 MHz (estimate)"),

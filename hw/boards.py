@@ -28,7 +28,7 @@ from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 
 from ..errors import ConfigError
-from ..spec.engine import EngineParams
+from ..spec.engine import BOARD_FREQ_MHZ, EngineParams
 from .hostlink import LinkedEngine, LinkParams
 
 __all__ = ["BOARDS", "Board", "PllConfig", "pll_dividers", "board_platform", "ClockedTop",
@@ -169,7 +169,7 @@ class EngineBoardTop(ClockedTop):
     """
 
     def __init__(self, params: EngineParams, *, board: str = "ulx3s-85f",
-                 freq_mhz: float = 100.0, ooc: bool = False, baud: int = 115200):
+                 freq_mhz: float = BOARD_FREQ_MHZ, ooc: bool = False, baud: int = 115200):
         if board not in BOARDS:
             raise ConfigError(f"board must be one of {sorted(BOARDS)}, found {board!r}")
         self._board, self._ooc = board, ooc

@@ -20,7 +20,7 @@ from amaranth.hdl import Cat, ClockDomain, Module, ResetInserter, Signal
 from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In
 
-from ..spec.engine import EngineParams
+from ..spec.engine import OOC_FREQ_MHZ, EngineParams
 from .boards import ClockedTop
 from .top import ZipsgdEngine
 
@@ -66,7 +66,7 @@ class EngineOocTop(ClockedTop):
         The target clock (the build plan writes it as the pin's constraint).
     """
 
-    def __init__(self, params: EngineParams, *, freq_mhz: float = 100.0):
+    def __init__(self, params: EngineParams, *, freq_mhz: float = OOC_FREQ_MHZ):
         super().__init__(params, freq_mhz)
 
     def elaborate(self, platform):

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from ..errors import ZipsgdError
-from ..spec.engine import EngineParams
+from ..spec.engine import BOARD_FREQ_MHZ, OOC_FREQ_MHZ, EngineParams
 from .arith import REPLICA_ATTRIBUTE
 from .boards import BOARDS, EngineBoardTop, board_platform
 from .ooc import EngineOocTop
@@ -210,12 +210,16 @@ def format_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def build_plan(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: float = 100.0,
-               ooc: bool = False, seed: int | None = None, name: str = "top"):
+def build_plan(params: EngineParams, *, board: str = "ulx3s-85f",
+               freq_mhz: float | None = None, ooc: bool = False, seed: int | None = None,
+               name: str = "top"):
     """The Amaranth build plan of a board build (no tool runs); with the nextpnr options that
     write ``report.json`` and let a timing failure finish (it is reported by
-    :func:`run_synth` instead).  ``seed`` is nextpnr's placement seed (its default if None):
-    routed timing moves by several MHz between seeds, so a change is judged over a few."""
+    :func:`run_synth` instead).  ``freq_mhz`` defaults to ``BOARD_FREQ_MHZ`` (``OOC_FREQ_MHZ``
+    out of context).  ``seed`` is nextpnr's placement seed (its default if None): routed
+    timing moves by several MHz between seeds, so a change is judged over a few."""
+    if freq_mhz is None:
+        freq_mhz = OOC_FREQ_MHZ if ooc else BOARD_FREQ_MHZ
     platform = board_platform(board)
     top = (EngineOocTop(params, freq_mhz=freq_mhz) if ooc
            else EngineBoardTop(params, board=board, freq_mhz=freq_mhz))
@@ -242,9 +246,9 @@ def _retarget_clock_pin(lpf: str, freq_mhz: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_synth(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: float = 100.0,
-              ooc: bool = False, seed: int | None = None, out_dir="build/synth",
-              check_timing: bool = True) -> dict:
+def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
+              freq_mhz: float | None = None, ooc: bool = False, seed: int | None = None,
+              out_dir="build/synth", check_timing: bool = True) -> dict:
     """Build ``board`` with the engine at ``params`` into ``out_dir``; return the summary
     (also written to ``out_dir/summary.json``).
 
@@ -267,6 +271,8 @@ def run_synth(params: EngineParams, *, board: str = "ulx3s-85f", freq_mhz: float
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    if freq_mhz is None:
+        freq_mhz = OOC_FREQ_MHZ if ooc else BOARD_FREQ_MHZ
     plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc, seed=seed)
     elaborated = time.monotonic()
     try:

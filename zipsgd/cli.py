@@ -377,6 +377,8 @@ def _run_time_to_accuracy(args) -> int:
 
 
 def _add_synth(sub) -> None:
+    from .spec.engine import BOARD_FREQ_MHZ, BOARD_LANES, OOC_FREQ_MHZ
+
     p = sub.add_parser("synth", help="build the engine for an ECP5 board (Yosys, nextpnr, "
                                      "ecppack; YoWASP) and print fmax and resource use")
     p.add_argument("--board", default="ulx3s-85f",
@@ -384,11 +386,12 @@ def _add_synth(sub) -> None:
     p.add_argument("--bus-width", type=int, default=64, help="64, 128, 256 or 512 (default 64)")
     p.add_argument("--max-features", type=int, default=2048, help="N_max (default 2048)")
     p.add_argument("--max-batch", type=int, default=256, help="B_max (default 256)")
-    p.add_argument("--lanes", type=int, default=8,
-                   help="lanes L, a power of two from 2 to W/2 (default 8: fits an 85F at "
-                        "W=64; see docs/results/synthesis.md)")
-    p.add_argument("--freq", type=float, default=100.0, metavar="MHZ",
-                   help="target engine clock in MHz (default 100)")
+    p.add_argument("--lanes", type=int, default=BOARD_LANES,
+                   help=f"lanes L, a power of two from 2 to W/2 (default {BOARD_LANES}: the "
+                        "W=64 board build routes on an 85F; docs/results/synthesis.md)")
+    p.add_argument("--freq", type=float, default=None, metavar="MHZ",
+                   help=f"target engine clock in MHz (default {BOARD_FREQ_MHZ:g}, which the "
+                        f"default board build meets; {OOC_FREQ_MHZ:g} with --ooc, the goal)")
     p.add_argument("--ooc", action="store_true",
                    help="out of context: the engine alone with registered, LFSR-driven inputs "
                         "and XOR-folded outputs (hw/ooc.py), clocked from the board clock pin "

@@ -38,6 +38,9 @@ __all__ = [
     "LOSS_ACC_FRAC",
     "MODEL_STORAGE_WIDTH",
     "UPDATE_WINDOW",
+    "BOARD_LANES",
+    "BOARD_FREQ_MHZ",
+    "OOC_FREQ_MHZ",
     "clog2",
 ]
 
@@ -48,6 +51,14 @@ __all__ = [
 #: (``hw/core.py``, whose update pipeline checks its length against it) and the cycle model
 #: (``host/perf.py``) use this one value.
 UPDATE_WINDOW = 15
+
+#: The board build's defaults (``zipsgd synth``; ``docs/results/synthesis.md``): the lane count
+#: whose W = 64 engine routes on an ECP5-85F, and an engine clock that build meets with margin
+#: over placement seeds (the ULX3S preset of ``host/perf.py`` uses both).  Out-of-context builds
+#: default to the timing goal instead.
+BOARD_LANES = 4
+BOARD_FREQ_MHZ = 50.0
+OOC_FREQ_MHZ = 100.0
 
 #: Model words are stored in memories this wide; the run-time model format is at most this.
 MODEL_STORAGE_WIDTH = 32
