@@ -210,6 +210,13 @@ def format_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def _target_mhz(freq_mhz: float | None, ooc: bool) -> float:
+    """The engine clock a build targets: ``freq_mhz``, or the default of its kind."""
+    if freq_mhz is not None:
+        return freq_mhz
+    return OOC_FREQ_MHZ if ooc else BOARD_FREQ_MHZ
+
+
 def build_plan(params: EngineParams, *, board: str = "ulx3s-85f",
                freq_mhz: float | None = None, ooc: bool = False, seed: int | None = None,
                name: str = "top"):
@@ -218,8 +225,7 @@ def build_plan(params: EngineParams, *, board: str = "ulx3s-85f",
     :func:`run_synth` instead).  ``freq_mhz`` defaults to ``BOARD_FREQ_MHZ`` (``OOC_FREQ_MHZ``
     out of context).  ``seed`` is nextpnr's placement seed (its default if None): routed
     timing moves by several MHz between seeds, so a change is judged over a few."""
-    if freq_mhz is None:
-        freq_mhz = OOC_FREQ_MHZ if ooc else BOARD_FREQ_MHZ
+    freq_mhz = _target_mhz(freq_mhz, ooc)
     platform = board_platform(board)
     top = (EngineOocTop(params, freq_mhz=freq_mhz) if ooc
            else EngineBoardTop(params, board=board, freq_mhz=freq_mhz))
@@ -271,8 +277,7 @@ def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    if freq_mhz is None:
-        freq_mhz = OOC_FREQ_MHZ if ooc else BOARD_FREQ_MHZ
+    freq_mhz = _target_mhz(freq_mhz, ooc)
     plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc, seed=seed)
     elaborated = time.monotonic()
     try:

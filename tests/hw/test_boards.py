@@ -220,3 +220,12 @@ def test_synthesis_keeps_replicas(tmp_path, monkeypatch):
     assert _flip_flops_after_synthesis(tmp_path, synth.KEEP_REPLICAS) == 16 + 4
     assert _flip_flops_after_synthesis(tmp_path, "") == 16 + 1
     assert f"{synth.KEEP_REPLICAS}" in synth.build_plan(SMALL).files["top.ys"]
+
+
+@pytest.mark.parametrize("ooc, hz", [(False, "50000000.0 HZ"), (True, "100000000.0 HZ")])
+def test_default_target_clock(ooc, hz):
+    # A board build targets the clock its default build meets; out of context, the goal.
+    from zipsgd.spec.engine import BOARD_FREQ_MHZ, OOC_FREQ_MHZ
+
+    assert (BOARD_FREQ_MHZ, OOC_FREQ_MHZ) == (50.0, 100.0)
+    assert hz in synth.build_plan(SMALL, ooc=ooc).files["top.lpf"]
