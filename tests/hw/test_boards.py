@@ -219,7 +219,7 @@ def test_synthesis_keeps_replicas(tmp_path, monkeypatch):
     # 16 output bits and the four copies; without the script the copies merge into one.
     assert _flip_flops_after_synthesis(tmp_path, synth.KEEP_REPLICAS) == 16 + 4
     assert _flip_flops_after_synthesis(tmp_path, "") == 16 + 1
-    assert f"{synth.KEEP_REPLICAS}" in synth.build_plan(SMALL).files["top.ys"]
+    assert synth.KEEP_REPLICAS in synth.build_plan(SMALL).files["top.ys"]
 
 
 @pytest.mark.parametrize("ooc, hz", [(False, "50000000.0 HZ"), (True, "100000000.0 HZ")])
