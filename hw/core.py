@@ -483,19 +483,18 @@ class SgdCore(wiring.Component):
             (fl_m >= 1), (fl_m <= 31),
             (self.cfg_grad_width >= 2), (self.cfg_grad_width <= 32),
             (fl_g + 8 >= fl_m), (fl_g <= fl_m + 32))
-        # A start is decided in the cycle after its pulse, from the range checks registered
-        # with it: the checks and the wide fan-out of an accepted start (the pipelines' reset,
-        # the latches, the counters) are then in different cycles.  ``busy`` covers the
-        # waiting cycle, which keeps the configuration locked from the pulse on; an abort in
-        # the same cycle wins (docs/REGISTERS.md, CTRL).
-        checks_r = Signal(len(config_checks))     # each range check registered on its own
-        m.d.sync += [start_request.eq(self.start & ~self.busy & ~self.abort_epoch),
-                     checks_r.eq(config_checks)]
-        config_ok_r = checks_r.all()
+        # A start is decided in the cycle after its pulse: the request and its acceptance (the
+        # request with every range check passed) are registered in the pulse's cycle, so the
+        # checks and the wide fan-out of an accepted start (the pipelines' reset, the latches,
+        # the counters) are in different cycles, and that fan-out starts at a flip-flop.
+        # ``busy`` covers the waiting cycle, which keeps the configuration locked from the
+        # pulse on; an abort in the same cycle wins (docs/REGISTERS.md, CTRL).
+        start_pulse = self.start & ~self.busy & ~self.abort_epoch
         start_ok = Signal()
-        m.d.comb += start_ok.eq(start_request & config_ok_r)
+        m.d.sync += [start_request.eq(start_pulse),
+                     start_ok.eq(start_pulse & config_checks.all())]
         m.d.comb += error_events[ErrorBit.START_WHILE_BUSY].eq(self.start & self.busy)
-        m.d.comb += error_events[ErrorBit.BAD_CONFIG].eq(start_request & ~config_ok_r)
+        m.d.comb += error_events[ErrorBit.BAD_CONFIG].eq(start_request & ~start_ok)
         m.d.comb += pipe_reset.eq(start_ok | self.abort_epoch)
         with m.If(start_ok):
             m.d.sync += [
@@ -970,7 +969,8 @@ class SgdCore(wiring.Component):
                                                             i < raw_lanes))
                     for i in range(lanes)]
 
-        # Adder tree, registered every two levels.
+        # Adder tree, registered every two levels and after the last, so that the
+        # accumulator's addition has a cycle of its own.
         level = products
         tree = e
         depth = 0
@@ -980,7 +980,7 @@ class SgdCore(wiring.Component):
                 pairs.append(level[-1])
             level = pairs
             depth += 1
-            if depth % 2 == 0 and len(level) > 1:
+            if depth % 2 == 0 or len(level) == 1:
                 tree = carry(f"t{depth}", tree)
                 level = [stage(f"t{depth}_s{k}", v.shape(), v) for k, v in enumerate(level)]
         tree_out = level[0]
@@ -1143,7 +1143,8 @@ class SgdCore(wiring.Component):
         c_banks = rotate(m, g2_c, g2_neg, "c_rot")
         en_banks = rotate(m, [g2_mask[i] for i in range(lanes)], g2_neg, "en_rot")
 
-        # G3: old value (memory or forwarded) + c; G4: write.
+        # G3: the memory's data; H: that data registered (so that the block RAM's read is a
+        # cycle of its own), old value (memory or forwarded) + c; G4: write.
         g3_valid = stage("g3_valid", 1, g2_valid & ~pipe_reset)
         g3_overwrite = stage("g3_overwrite", 1, g2_overwrite)
         g3_batch_end = stage("g3_batch_end", 1, g2_batch_end)
@@ -1151,29 +1152,48 @@ class SgdCore(wiring.Component):
         g3_rows = [stage(f"g3_row{b}", range(rows), g2_rows[b]) for b in range(lanes)]
         g3_en = stage("g3_en", lanes, Cat(*en_banks))
         g3_c = [stage(f"g3_c{b}", signed(42), c_banks[b]) for b in range(lanes)]
-        g4_valid = stage("g4_valid", 1, g3_valid & ~pipe_reset)
-        g4_batch_end = stage("g4_batch_end", 1, g3_batch_end)
-        g4_parity = stage("g4_parity", 1, g3_parity)
-        g4_rows = [stage(f"g4_row{b}", range(rows), g3_rows[b]) for b in range(lanes)]
-        g4_en = stage("g4_en", lanes, g3_en)
+        h_valid = stage("h_valid", 1, g3_valid & ~pipe_reset)
+        h_overwrite = stage("h_overwrite", 1, g3_overwrite)
+        h_batch_end = stage("h_batch_end", 1, g3_batch_end)
+        h_parity = stage("h_parity", 1, g3_parity)
+        h_rows = [stage(f"h_row{b}", range(rows), g3_rows[b]) for b in range(lanes)]
+        h_en = stage("h_en", lanes, g3_en)
+        h_c = [stage(f"h_c{b}", signed(42), g3_c[b]) for b in range(lanes)]
+        g4_valid = stage("g4_valid", 1, h_valid & ~pipe_reset)
+        g4_batch_end = stage("g4_batch_end", 1, h_batch_end)
+        g4_parity = stage("g4_parity", 1, h_parity)
+        g4_rows = [stage(f"g4_row{b}", range(rows), h_rows[b]) for b in range(lanes)]
+        g4_en = stage("g4_en", lanes, h_en)
+        # The stage after the write, for the forwarding below.
+        g5_valid = stage("g5_valid", 1, g4_valid & ~pipe_reset)
+        g5_parity = stage("g5_parity", 1, g4_parity)
+        g5_rows = [stage(f"g5_row{b}", range(rows), g4_rows[b]) for b in range(lanes)]
+        g5_en = stage("g5_en", lanes, g4_en)
         g4_sum = []
         g5_sum = [Signal(signed(gacc_width), name=f"g5_sum{b}") for b in range(lanes)]
+        g6_sum = [Signal(signed(gacc_width), name=f"g6_sum{b}") for b in range(lanes)]
         for b in range(lanes):
-            memory_value = Mux(g3_parity, grad_rd[1][b].data, grad_rd[0][b].data)
-            # Forwarding: writes of the two cycles before are not in the memory data yet.  The
-            # choice is made a cycle ahead, in G2, against the stages that will be G4 and G5.
-            from_g4 = stage(f"g3_from_g4_{b}", 1, g3_valid & ~pipe_reset & g3_en[b]
-                            & (g3_parity == g2_parity) & (g3_rows[b] == g2_rows[b]))
-            from_g5 = stage(f"g3_from_g5_{b}", 1, g4_valid & ~pipe_reset & g4_en[b]
-                            & (g4_parity == g2_parity) & (g4_rows[b] == g2_rows[b]))
-            use_memory = ~g3_overwrite & ~from_g4 & ~from_g5
+            h_memory = stage(f"h_memory{b}", signed(gacc_width),
+                             Mux(g3_parity, grad_rd[1][b].data, grad_rd[0][b].data))
+            # Forwarding: writes of the three cycles before the read (the read is in G2, the
+            # addition two cycles later, in H) are not in the memory data.  The choice is
+            # made a cycle ahead, in G3, against the stages that will be G4, G5 and G6.
+            def same_word(valid, en, parity, row_of):
+                return (valid & ~pipe_reset & en[b] & (parity == g3_parity)
+                        & (row_of[b] == g3_rows[b]))
+            from_g4 = stage(f"h_from_g4_{b}", 1, same_word(h_valid, h_en, h_parity, h_rows))
+            from_g5 = stage(f"h_from_g5_{b}", 1, same_word(g4_valid, g4_en, g4_parity, g4_rows))
+            from_g6 = stage(f"h_from_g6_{b}", 1, same_word(g5_valid, g5_en, g5_parity, g5_rows))
+            use_memory = ~h_overwrite & ~from_g4 & ~from_g5 & ~from_g6
             g4_value = Signal(signed(gacc_width), name=f"g4_sum{b}")
-            forwarded = Mux(g3_overwrite, 0, Mux(from_g4, g4_value, g5_sum[b]))
-            old = Mux(use_memory, memory_value, forwarded)
+            forwarded = Mux(h_overwrite, 0,
+                            Mux(from_g4, g4_value, Mux(from_g5, g5_sum[b], g6_sum[b])))
+            old = Mux(use_memory, h_memory, forwarded)
             # |old + c| stays below 2**(GACC_W-2): the width analysis of docs/ENGINE.md.
-            m.d.sync += g4_value.eq((old + g3_c[b])[:gacc_width].as_signed())
+            m.d.sync += g4_value.eq((old + h_c[b])[:gacc_width].as_signed())
             g4_sum.append(g4_value)
         m.d.sync += [g5_sum[b].eq(g4_sum[b]) for b in range(lanes)]
+        m.d.sync += [g6_sum[b].eq(g5_sum[b]) for b in range(lanes)]
         for z in range(2):
             for b in range(lanes):
                 m.d.comb += [grad_wr[z][b].addr.eq(g4_rows[b]), grad_wr[z][b].data.eq(g4_sum[b]),
@@ -1200,7 +1220,7 @@ class SgdCore(wiring.Component):
         # (in_flight holds the valid bits of both paths' multi-cycle steps.)
         forward_busy = a_valid | b_valid | s_valid | r_valid | Cat(*in_flight).any()
         gradient_busy = (sfifo.r_rdy | head_valid | efifo.r_rdy | g1_valid | g3_valid
-                         | g4_valid)
+                         | h_valid | g4_valid)
 
         with m.Switch(state):
             with m.Case(IDLE, DISCARD):
@@ -1270,8 +1290,8 @@ class SgdCore(wiring.Component):
         self.formal_taps = {
             "state": state, "running": state == RUN, "dot_acc": acc, "tree_out": tree_out,
             "dot_valid": tree["valid"] & ~tree["flush"], "dot_first": tree["first"],
-            "dot_last": tree["last"], "grad_sums": g4_sum, "grad_addends": g3_c,
-            "grad_valid": g3_valid, "grad_overwrite": g3_overwrite, "in_f0": in_f0,
+            "dot_last": tree["last"], "grad_sums": g4_sum, "grad_addends": h_c,
+            "grad_valid": h_valid, "grad_overwrite": h_overwrite, "in_f0": in_f0,
             "in_samples": in_samples, "start_accepted": start_ok,
             "error_events": events,     # registered: they reach error_count a cycle later
             "flushing": flushing, "flushing_means": (state == FLUSH) & (flush_pass != 0),

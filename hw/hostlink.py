@@ -144,6 +144,11 @@ class HostLinkBridge(wiring.Component):
         word = Signal(32)
         aw_done, w_done = Signal(), Signal()
         waited = Signal(range(lp.ready_timeout + 1))
+        # The engine's handshakes (a write response, a beat taken) are registered before the
+        # state machine acts on them: a cycle more per word, and the engine's late ready and
+        # response logic stops at one flip-flop here.
+        b_seen, b_error = Signal(), Signal()
+        beat_taken = Signal()
 
         m.d.comb += [rd.addr.eq(ptr), wr.addr.eq(ptr), wr.data.eq(urx.data)]
         m.d.sync += took.eq(0)
@@ -308,10 +313,11 @@ class HostLinkBridge(wiring.Component):
                 with m.If(aw_now & w_now):
                     m.next = "WRITE_B"
             with m.State("WRITE_B"):
-                m.d.comb += axil.bready.eq(1)
-                with m.If(axil.bvalid):
-                    m.d.sync += [aw_done.eq(0), w_done.eq(0)]
-                    with m.If(axil.bresp != 0):
+                m.d.comb += axil.bready.eq(~b_seen)
+                m.d.sync += [b_seen.eq(b_seen | axil.bvalid), b_error.eq(axil.bresp != 0)]
+                with m.If(b_seen):
+                    m.d.sync += [aw_done.eq(0), w_done.eq(0), b_seen.eq(0)]
+                    with m.If(b_error):
                         error(link.Code.BUS_ERROR, index)
                     with m.Else():
                         next_word("WRITE_FETCH")
@@ -321,12 +327,15 @@ class HostLinkBridge(wiring.Component):
             with m.State("BEAT_LAND"):
                 m.next = "BEAT_OFFER"
             with m.State("BEAT_OFFER"):  # the beat is held in ``gather`` until taken
-                m.d.comb += self.m_axis_tvalid.eq(1)
-                m.d.sync += waited.eq(waited + 1)
-                with m.If(self.m_axis_tready):
+                # Offered for ready_timeout cycles; the cycle after, taken or given up.
+                given_up = waited == lp.ready_timeout
+                m.d.comb += self.m_axis_tvalid.eq(~beat_taken & ~given_up)
+                m.d.sync += [waited.eq(waited + 1), beat_taken.eq(self.m_axis_tvalid
+                                                                  & self.m_axis_tready)]
+                with m.If(beat_taken):
                     m.d.sync += waited.eq(0)
                     next_word("BEAT_FETCH")
-                with m.Elif(waited == lp.ready_timeout - 1):
+                with m.Elif(given_up):
                     error(link.Code.NOT_READY, index)
 
             # -- the reply --------------------------------------------------------------------

@@ -153,9 +153,9 @@ def test_epoch_cost_arithmetic():
     assert cost["memory_s"] == pytest.approx(56000 / 100e6)
     assert cost["engine_s"] == pytest.approx(7000 / 10e6)
     assert cost["bound"] == "engine"                    # 80 MB/s consumed < 100 MB/s supplied
-    # depth 38, epoch_fixed 24, 7 beats per sample
-    stall = 19 * (38 + 7)                               # 20 batches, 19 boundaries
-    overhead = 24 + (38 + 7) + 7
+    # depth 40, epoch_fixed 25, 7 beats per sample
+    stall = 19 * (40 + 7)                               # 20 batches, 19 boundaries
+    overhead = 25 + (40 + 7) + 7
     assert cost["update_stall_cycles"] == stall
     assert cost["epoch_overhead_cycles"] == overhead
     assert cost["engine_cycles"] == 7000 + stall + overhead
@@ -164,7 +164,7 @@ def test_epoch_cost_arithmetic():
     assert raw["bytes"] == 1000 * 33 * 8
     assert raw["bound"] == "engine"       # one W-bit beat per clock whatever the encoding
     assert raw["speedup_vs_raw32"] == 1.0
-    assert raw["time_s"] == pytest.approx((33000 + 19 * 71 + 24 + 71 + 33) / 10e6)
+    assert raw["time_s"] == pytest.approx((33000 + 19 * 73 + 25 + 73 + 33) / 10e6)
     assert cost["speedup_vs_raw32"] == pytest.approx(raw["time_s"] / cost["time_s"])
     # At 50 MB/s (below the engine's 80 MB/s) every encoding is memory bound.
     slow = Platform("slow", bandwidth=50e6, clock_hz=10e6, bus_width=64)
@@ -172,11 +172,11 @@ def test_epoch_cost_arithmetic():
     assert cost["bound"] == "memory"
     assert cost["update_stall_cycles"] == 0
     # fixed + drain + first flush pass + second pass (UPDATE_WINDOW + 1 = 16 > 7 slices)
-    assert cost["time_s"] == pytest.approx(56000 / 50e6 + (24 + 45 + 7 + 16) / 10e6)
+    assert cost["time_s"] == pytest.approx(56000 / 50e6 + (25 + 47 + 7 + 16) / 10e6)
 
 
 def test_engine_depth_by_bus_width():
-    assert [EngineModel(w).depth for w in (64, 128, 256, 512)] == [38, 38, 39, 39]
+    assert [EngineModel(w).depth for w in (64, 128, 256, 512)] == [40, 40, 41, 41]
     assert EngineModel(512).lanes == 256
 
 
