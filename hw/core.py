@@ -1172,18 +1172,22 @@ class SgdCore(wiring.Component):
         g4_sum = []
         g5_sum = [Signal(signed(gacc_width), name=f"g5_sum{b}") for b in range(lanes)]
         g6_sum = [Signal(signed(gacc_width), name=f"g6_sum{b}") for b in range(lanes)]
+        def same_word(b, valid, en, parity, row_of):
+            """A write ahead of G3's beat is to bank ``b``'s word that G3's beat reads."""
+            return (valid & ~pipe_reset & en[b] & (parity == g3_parity)
+                    & (row_of[b] == g3_rows[b]))
+
         for b in range(lanes):
             h_memory = stage(f"h_memory{b}", signed(gacc_width),
                              Mux(g3_parity, grad_rd[1][b].data, grad_rd[0][b].data))
             # Forwarding: writes of the three cycles before the read (the read is in G2, the
             # addition two cycles later, in H) are not in the memory data.  The choice is
             # made a cycle ahead, in G3, against the stages that will be G4, G5 and G6.
-            def same_word(valid, en, parity, row_of):
-                return (valid & ~pipe_reset & en[b] & (parity == g3_parity)
-                        & (row_of[b] == g3_rows[b]))
-            from_g4 = stage(f"h_from_g4_{b}", 1, same_word(h_valid, h_en, h_parity, h_rows))
-            from_g5 = stage(f"h_from_g5_{b}", 1, same_word(g4_valid, g4_en, g4_parity, g4_rows))
-            from_g6 = stage(f"h_from_g6_{b}", 1, same_word(g5_valid, g5_en, g5_parity, g5_rows))
+            from_g4 = stage(f"h_from_g4_{b}", 1, same_word(b, h_valid, h_en, h_parity, h_rows))
+            from_g5 = stage(f"h_from_g5_{b}", 1,
+                            same_word(b, g4_valid, g4_en, g4_parity, g4_rows))
+            from_g6 = stage(f"h_from_g6_{b}", 1,
+                            same_word(b, g5_valid, g5_en, g5_parity, g5_rows))
             use_memory = ~h_overwrite & ~from_g4 & ~from_g5 & ~from_g6
             g4_value = Signal(signed(gacc_width), name=f"g4_sum{b}")
             forwarded = Mux(h_overwrite, 0,
