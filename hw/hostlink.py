@@ -148,7 +148,7 @@ class HostLinkBridge(wiring.Component):
         # state machine acts on them: a cycle more per word, and the engine's late ready and
         # response logic stops at one flip-flop here.
         b_seen, b_error = Signal(), Signal()
-        beat_taken = Signal()
+        offering, beat_taken = Signal(), Signal()
 
         m.d.comb += [rd.addr.eq(ptr), wr.addr.eq(ptr), wr.data.eq(urx.data)]
         m.d.sync += took.eq(0)
@@ -156,7 +156,8 @@ class HostLinkBridge(wiring.Component):
             m.d.sync += gather.eq(Cat(gather[8:], rd.data))
         axil = self.axil
         m.d.comb += [axil.awaddr.eq(address), axil.araddr.eq(address), axil.wdata.eq(gather[-32:]),
-                     axil.wstrb.eq(0xF), self.m_axis_tdata.eq(gather[:w]),
+                     axil.wstrb.eq(0xF), self.m_axis_tvalid.eq(offering),
+                     self.m_axis_tdata.eq(gather[:w]),
                      self.m_axis_tlast.eq(gather[w])]
         byte_in = urx.valid
         data = urx.data
@@ -325,17 +326,19 @@ class HostLinkBridge(wiring.Component):
             with m.State("BEAT_FETCH"):
                 fetch(beat_bytes, "BEAT_LAND")
             with m.State("BEAT_LAND"):
+                m.d.sync += offering.eq(1)
                 m.next = "BEAT_OFFER"
             with m.State("BEAT_OFFER"):  # the beat is held in ``gather`` until taken
-                # Offered for ready_timeout cycles; the cycle after, taken or given up.
-                given_up = waited == lp.ready_timeout
-                m.d.comb += self.m_axis_tvalid.eq(~beat_taken & ~given_up)
-                m.d.sync += [waited.eq(waited + 1), beat_taken.eq(self.m_axis_tvalid
-                                                                  & self.m_axis_tready)]
+                # Offered (TVALID, a register) for ready_timeout cycles; the cycle after the
+                # last, taken or given up.
+                handshake = offering & self.m_axis_tready
+                m.d.sync += [waited.eq(waited + 1), beat_taken.eq(handshake)]
+                with m.If(handshake | (waited == lp.ready_timeout - 1)):
+                    m.d.sync += offering.eq(0)
                 with m.If(beat_taken):
                     m.d.sync += waited.eq(0)
                     next_word("BEAT_FETCH")
-                with m.Elif(given_up):
+                with m.Elif(waited == lp.ready_timeout):
                     error(link.Code.NOT_READY, index)
 
             # -- the reply --------------------------------------------------------------------
