@@ -560,7 +560,13 @@ class SgdCore(wiring.Component):
         feed = _Slicer(m, cfg, slice_limits, lanes, max_slices, field_bits, "in")
         in_f0 = feed.f0                    # first field of the next slice of the sample
         in_sample_in_batch = Signal(range(p.max_batch + 1))
-        in_batch = Signal(64)              # batch index of the current sample
+        # The 64-bit counters of the stream's samples and batches move a cycle after the
+        # issue that ends a sample (``sample_ended``, ``batch_ended``: registers), so that
+        # the late issue decision enables two flip-flops, not 192.  What the issue itself
+        # needs of them is kept up to date beside them: the batch's parity and last_sample.
+        in_batch = Signal(64)              # batch index of the current sample (a cycle late)
+        batch_parity = Signal()            # in_batch[0], up to date
+        sample_ended, batch_ended = Signal(), Signal()
         in_samples = Signal(64)            # samples fully accepted
         samples_to_begin = Signal(64)      # samples after the current one (counts down)
         grad_batches_done = Signal(64)     # batches whose every gradient is written
@@ -579,7 +585,7 @@ class SgdCore(wiring.Component):
         last_of_batch = (in_sample_in_batch + 1 == cfg.batch) | last_sample
         # EXACT: batch u needs batches 0..u-1 written; DELAYED: batches 0..u-2.
         gradients_ready = Signal()         # of batches_pending, registered with it (below)
-        pending_parity = Mux(keep, in_batch[0], ~in_batch[0])   # (u-2) or (u-1) mod 2
+        pending_parity = Mux(keep, batch_parity, ~batch_parity)   # (u-2) or (u-1) mod 2
         last_beat_expected = feed.beat_last
         # The beat on the bus is taken with its first slice; later slices come from a copy.
         mid_beat = ~feed.first_slice if max_slices > 1 else Const(0)
@@ -666,7 +672,7 @@ class SgdCore(wiring.Component):
         m.d.comb += [
             sfifo.w_en.eq(take),
             sfifo.w_data.eq(Cat(self.s_data, last_beat_expected, first_of_batch, last_of_batch,
-                                in_batch[0])),
+                                batch_parity)),
         ]
 
         with m.If(take):
@@ -680,14 +686,21 @@ class SgdCore(wiring.Component):
             m.d.sync += held_data.eq(next_slice(self.s_data))
         with m.Elif(held_issue):
             m.d.sync += held_data.eq(next_slice(held_data))
+        m.d.sync += [sample_ended.eq(slice_issue & feed.sample_last),
+                     batch_ended.eq(slice_issue & feed.sample_last & last_of_batch)]
+        with m.If(sample_ended):
+            m.d.sync += [in_samples.eq(in_samples + 1),
+                         samples_to_begin.eq(samples_to_begin - 1)]
+        with m.If(batch_ended):
+            m.d.sync += in_batch.eq(in_batch + 1)
         with m.If(slice_issue):
             feed.advance(m)
             with m.If(feed.sample_last):
-                m.d.sync += [in_samples.eq(in_samples + 1),
-                             samples_to_begin.eq(samples_to_begin - 1),
-                             last_sample.eq(samples_to_begin == 1)]
+                # samples_to_begin is a sample behind when the sample before ended a cycle ago.
+                m.d.sync += last_sample.eq(Mux(sample_ended, samples_to_begin == 2,
+                                               samples_to_begin == 1))
                 with m.If(last_of_batch):
-                    m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(in_batch + 1),
+                    m.d.sync += [in_sample_in_batch.eq(0), batch_parity.eq(~batch_parity),
                                  first_of_batch.eq(1),
                                  fused_sample.eq(Mux(keep, batches_begun != 0, 1))]
                     with m.If(batches_begun != 2):
@@ -1129,15 +1142,15 @@ class SgdCore(wiring.Component):
         g2_batch_end = delay("g2_batch_end", go["batch_end"], g_lat)
         g2_parity = delay("g2_parity", go["parity"], g_lat)
         g2_mask = delay("g2_mask", go_mask, g_lat)
+        # The rows the reads of G2 address, made from GO's offset and carried along: the
+        # block RAMs' address is then a choice between two registers.
+        g2_rows = [delay(f"g2_row{b}", _row(go["f0"][log_lanes:], go["f0"][:log_lanes], b, lanes),
+                         g_lat) for b in range(lanes)]
         g2_c_wide = [_align_raw(g_mul[i].value, cfg.raw, i < raw_lanes) for i in range(lanes)]
 
         # G2 (combinational part): rotate to banks, issue the reads.
-        g2_shift = Signal(log_lanes)
-        g2_base = Signal(field_bits - log_lanes)
         g2_neg = Signal(log_lanes)
-        m.d.comb += [g2_shift.eq(g2_f0[:log_lanes]), g2_base.eq(g2_f0[log_lanes:]),
-                     g2_neg.eq(-g2_shift)]
-        g2_rows = [_row(g2_base, g2_shift, b, lanes) for b in range(lanes)]
+        m.d.comb += g2_neg.eq(-g2_f0[:log_lanes])
         g2_c = [Signal(signed(42), name=f"g2_c{i}") for i in range(lanes)]
         m.d.comb += [g2_c[i].eq(g2_c_wide[i]) for i in range(lanes)]
         c_banks = rotate(m, g2_c, g2_neg, "c_rot")
@@ -1220,7 +1233,6 @@ class SgdCore(wiring.Component):
         # ======================================================================================
         # Control
         # ======================================================================================
-        total_batches = Signal(64)
         # (in_flight holds the valid bits of both paths' multi-cycle steps.)
         forward_busy = a_valid | b_valid | s_valid | r_valid | Cat(*in_flight).any()
         gradient_busy = (sfifo.r_rdy | head_valid | efifo.r_rdy | g1_valid | g3_valid
@@ -1234,7 +1246,8 @@ class SgdCore(wiring.Component):
                 # The settings are latched now: the walkers' conditions follow them.
                 feed.restart(m)
                 walk.restart(m)
-                m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(0), in_samples.eq(0),
+                m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(0), batch_parity.eq(0),
+                             in_samples.eq(0),
                              grad_batches_done.eq(0), acc.eq(0), state.eq(RUN),
                              batches_begun.eq(0), batches_pending.eq(0),
                              first_of_batch.eq(1), fused_sample.eq(0), gradients_ready.eq(1),
@@ -1244,14 +1257,16 @@ class SgdCore(wiring.Component):
                 with m.If((state == RUN) & handshake & ~framing_ok):
                     m.d.sync += state.eq(DISCARD)
                 with m.Elif(slice_issue & feed.sample_last & last_sample):
-                    m.d.sync += [state.eq(DRAIN), total_batches.eq(in_batch + 1)]
+                    m.d.sync += state.eq(DRAIN)
             with m.Case(DRAIN):
+                # in_batch, a cycle late, is the epoch's batch count here: the last issue is
+                # the forward path's depth behind (forward_busy).
                 with m.If(~forward_busy & ~gradient_busy
-                          & (grad_batches_done == total_batches)):
-                    last = total_batches - 1
+                          & (grad_batches_done == in_batch)):
+                    last = in_batch - 1
                     m.d.sync += [state.eq(FLUSH), flushing.eq(1)]
                     sweep.restart(m)
-                    with m.If(keep & (total_batches >= 2)):
+                    with m.If(keep & (in_batch >= 2)):
                         m.d.sync += [flush_pass.eq(2), flush_parity.eq(~last[0])]
                     with m.Else():
                         m.d.sync += [flush_pass.eq(1), flush_parity.eq(last[0])]
@@ -1293,6 +1308,7 @@ class SgdCore(wiring.Component):
         # set at elaboration, so a harness elaborates the core itself and then reads them.
         self.formal_taps = {
             "state": state, "running": state == RUN, "dot_acc": acc, "tree_out": tree_out,
+            "dot_clear": state == START,      # the cycle that clears the accumulator
             "dot_valid": tree["valid"] & ~tree["flush"], "dot_first": tree["first"],
             "dot_last": tree["last"], "grad_sums": g4_sum, "grad_addends": h_c,
             "grad_valid": h_valid, "grad_overwrite": h_overwrite, "in_f0": in_f0,

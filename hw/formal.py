@@ -485,9 +485,8 @@ class DotAccumulatorHarness(_AccumulatorHarness):
         k = Signal(range(bound + 2))
         exact = Signal(signed(p.dot_width + 4))
         tree = taps["tree_out"]
-        # The cycle after an accepted start (busy rises) clears the accumulator.
-        starting = core.busy & ~_past(m, core.busy, "busy_before")
-        with m.If(starting):
+        # The engine's START state (the cycle after an accepted start) clears the accumulator.
+        with m.If(taps["dot_clear"]):
             m.d.sync += [k.eq(0), exact.eq(0)]
         with m.Elif(taps["dot_valid"]):
             m.d.sync += [k.eq(Mux(taps["dot_first"], 1, Mux(k > bound, k, k + 1))),
