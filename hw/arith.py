@@ -196,7 +196,8 @@ class Rounder:
         the carry (the increment); cycle 3: ``floor + increment``.  With a constant shift
         cycle 1 is wiring and is left out (latency 2).  The mode and the shift must hold
         still while a value is inside, and a run-time shift also for the cycle before (the
-        masks it sets are registers, :meth:`_registered_masks`).
+        masks it sets are registers, :meth:`_registered_masks`, and so is the copy of it that
+        shifts the random offset).
         """
         v = value.as_signed()
         width = len(v)
@@ -221,7 +222,10 @@ class Rounder:
             offset = Cat(Const(0, self.shift.value), rand)[RAND_BITS:] \
                 if self.shift.value else Const(0, 1)
         else:
-            offset = shift_left_bounded(rand, self.shift, span + RAND_BITS)[RAND_BITS:]
+            # Each value's own copy of the shift, a cycle late like the masks: the shift's
+            # fan-out to every lane's shifter is then one register per lane, placed beside it.
+            shift = replicas(m, f"{name}_shift", self.shift, 1)[0]
+            offset = shift_left_bounded(rand, shift, span + RAND_BITS)[RAND_BITS:]
         half_even = self.mode == RoundingMode.HALF_EVEN
         mask, _, is_zero = self._registered_masks(m)
         floor1 = register("floor", signed(width), floor_now, constant)

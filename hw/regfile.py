@@ -246,7 +246,8 @@ class RegisterFile(wiring.Component):
 
     One write and one read transaction are handled at a time; AW and W are buffered
     independently (any order, any delay), and an access executes once its response slot is
-    free, so B and R back-pressure are honoured.  Accesses execute one at a time (a write and
+    empty (the previous response taken, a cycle before), so B and R back-pressure are
+    honoured.  Accesses execute one at a time (a write and
     a read never execute in the same cycle), and none while a model-port access is in flight.
     A write's response comes two cycles after its last address/data handshake, a read's two
     cycles after AR (a MODEL_DATA read: one cycle after ``model.rvalid``).
@@ -314,8 +315,11 @@ class RegisterFile(wiring.Component):
         write_go, read_go = Signal(), Signal()
         m.d.comb += [
             port_busy.eq(port.write | read_wait),
-            write_go.eq(aw_full & w_full & (~bus.bvalid | bus.bready) & ~port_busy),
-            read_go.eq(ar_full & (~bus.rvalid | bus.rready) & ~port_busy & ~write_go),
+            # A request executes once the previous response is taken, not in its handshake's
+            # cycle: BREADY and RREADY (the manager's logic) stay off the decode and the
+            # enables of every register.
+            write_go.eq(aw_full & w_full & ~bus.bvalid & ~port_busy),
+            read_go.eq(ar_full & ~bus.rvalid & ~port_busy & ~write_go),
         ]
         with m.If(bus.bvalid & bus.bready):
             m.d.sync += bus.bvalid.eq(0)
