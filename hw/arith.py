@@ -216,15 +216,16 @@ class Rounder:
                 m.d.sync += sig.eq(expr)
             return sig
 
+        # A run-time shift: each value's own copy of it, a cycle late like the masks, so that
+        # the shift's fan-out to every lane's two shifters is one register per lane, placed
+        # beside them.
+        shift = self.shift if constant else replicas(m, f"{name}_shift", self.shift, 1)[0]
         floor_now = Signal(signed(width), name=f"{name}_floor_now")
-        m.d.comb += floor_now.eq(v >> self.shift)
+        m.d.comb += floor_now.eq(v >> shift)
         if constant:
             offset = Cat(Const(0, self.shift.value), rand)[RAND_BITS:] \
                 if self.shift.value else Const(0, 1)
         else:
-            # Each value's own copy of the shift, a cycle late like the masks: the shift's
-            # fan-out to every lane's shifter is then one register per lane, placed beside it.
-            shift = replicas(m, f"{name}_shift", self.shift, 1)[0]
             offset = shift_left_bounded(rand, shift, span + RAND_BITS)[RAND_BITS:]
         half_even = self.mode == RoundingMode.HALF_EVEN
         mask, _, is_zero = self._registered_masks(m)

@@ -53,6 +53,7 @@ from ..spec.stream import (
     StreamLayout,
 )
 from .arith import (
+    REPLICA_ATTRIBUTE,
     Product,
     Rounder,
     any_of,
@@ -157,6 +158,11 @@ class _Slicer:
         self.beat_f0 = Signal(field_bits, name=f"{name}_beat_f0")
         self.next_beat = Signal(field_bits, name=f"{name}_next_beat")
         self.next_slice = Signal(field_bits, name=f"{name}_next_slice")
+        # Copies of the two for the update window's comparisons (track()): kept apart from
+        # the originals in synthesis, so that neither register drives every comparator.
+        self._window_next_beat, self._window_next_slice = (
+            Signal(field_bits, name=f"{name}_{what}_w", attrs={REPLICA_ATTRIBUTE: 1})
+            for what in ("next_beat", "next_slice"))
         # At least one bit even when every beat is one slice (no empty Verilog range).
         self.index = Signal(range(max(2, max_slices)), name=f"{name}_index")
         self.slice_last = Signal(name=f"{name}_slice_last")
@@ -195,7 +201,8 @@ class _Slicer:
                      self.first_slice.eq(isinstance(index, int) and index == 0),
                      self.slice_last.eq(slice_last if self._sliced else 1),
                      self.beat_last.eq(beat_last), self.next_beat.eq(next_beat),
-                     self.next_slice.eq(next_slice)]
+                     self.next_slice.eq(next_slice), self._window_next_beat.eq(next_beat),
+                     self._window_next_slice.eq(next_slice)]
 
     def advance(self, m):
         """The next slice (sync statements; the caller puts them under its condition)."""
@@ -245,7 +252,7 @@ class _Slicer:
         # Entries 0 .. UPDATE_WINDOW - 2 move up by one; each candidate's hit is its own OR,
         # so that the late choice (whether this slicer moves) comes last.
         at_zero, at_beat, at_slice = (window.compare(position)[:-1] for position in (
-            0, self.next_beat, self.next_slice))
+            0, self._window_next_beat, self._window_next_slice))
         move_front = fused & successor(self.at_start, self.f0 == self.next_beat,
                                        self.f0 == self.next_slice)
         move = (Cat(move_front, *(successor(z, b, n) for z, b, n in zip(
@@ -567,6 +574,8 @@ class SgdCore(wiring.Component):
         in_batch = Signal(64)              # batch index of the current sample (a cycle late)
         batch_parity = Signal()            # in_batch[0], up to date
         sample_ended, batch_ended = Signal(), Signal()
+        # samples_to_begin == 1 and == 2 as registers that change with it.
+        begin_one, begin_two = Signal(), Signal()
         in_samples = Signal(64)            # samples fully accepted
         samples_to_begin = Signal(64)      # samples after the current one (counts down)
         grad_batches_done = Signal(64)     # batches whose every gradient is written
@@ -690,15 +699,15 @@ class SgdCore(wiring.Component):
                      batch_ended.eq(slice_issue & feed.sample_last & last_of_batch)]
         with m.If(sample_ended):
             m.d.sync += [in_samples.eq(in_samples + 1),
-                         samples_to_begin.eq(samples_to_begin - 1)]
+                         samples_to_begin.eq(samples_to_begin - 1),
+                         begin_one.eq(samples_to_begin == 2), begin_two.eq(samples_to_begin == 3)]
         with m.If(batch_ended):
             m.d.sync += in_batch.eq(in_batch + 1)
         with m.If(slice_issue):
             feed.advance(m)
             with m.If(feed.sample_last):
                 # samples_to_begin is a sample behind when the sample before ended a cycle ago.
-                m.d.sync += last_sample.eq(Mux(sample_ended, samples_to_begin == 2,
-                                               samples_to_begin == 1))
+                m.d.sync += last_sample.eq(Mux(sample_ended, begin_two, begin_one))
                 with m.If(last_of_batch):
                     m.d.sync += [in_sample_in_batch.eq(0), batch_parity.eq(~batch_parity),
                                  first_of_batch.eq(1),
@@ -1252,6 +1261,7 @@ class SgdCore(wiring.Component):
                              batches_begun.eq(0), batches_pending.eq(0),
                              first_of_batch.eq(1), fused_sample.eq(0), gradients_ready.eq(1),
                              samples_to_begin.eq(cfg.samples - 1),
+                             begin_one.eq(cfg.samples == 2), begin_two.eq(cfg.samples == 3),
                              last_sample.eq(cfg.samples == 1)]
             with m.Case(RUN):
                 with m.If((state == RUN) & handshake & ~framing_ok):
