@@ -638,7 +638,7 @@ PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
         "grad_accumulator",
         "gradient accumulators at B_max: with addends |c| <= 2^39, no written sum wraps "
         "(largest-values configuration, one feature so that a batch is short)",
-        "bmc", 26,
+        "bmc", 46,
         lambda fault: GradientAccumulatorHarness(
             SMALL, fault=fault, config=largest_values(SMALL).with_(n_features=1)),
         "narrow", "GACC_W one bit narrower", quick=False,
