@@ -576,8 +576,9 @@ class SgdCore(wiring.Component):
         sample_ended, batch_ended = Signal(), Signal()
         # samples_to_begin == 1 and == 2 as registers that change with it.
         begin_one, begin_two = Signal(), Signal()
-        in_samples = Signal(64)            # samples fully accepted
-        samples_to_begin = Signal(64)      # samples after the current one (counts down)
+        in_samples = Signal(64)            # samples fully accepted (a cycle late)
+        samples_to_begin = Signal(64)      # samples after the current one (counts down, a
+                                           # cycle late)
         grad_batches_done = Signal(64)     # batches whose every gradient is written
         keep = cfg.delayed
         # Small registers that stand for comparisons of the 64-bit counters, so that none of
