@@ -151,6 +151,20 @@ class Rounder:
         result, _, _, latency = self._stages(m, value, rand, name)
         return result, latency
 
+    def pipelined_copies(self, m, value: Value, rand: Value, name: str,
+                         copies: int) -> tuple[list[Signal], int]:
+        """:meth:`pipelined` with ``copies`` result registers of the same value (each its own
+        final addition), for a result that feeds several carry chains: each chain's copy
+        can be placed beside it.  Returns ``(results, latency)``."""
+        result, floor, increment, latency = self._stages(m, value, rand, name)
+        results = [result]
+        for k in range(1, copies):
+            copy = Signal(result.shape(), name=f"{name}_result_dup{k}", reset_less=True,
+                          attrs={REPLICA_ATTRIBUTE: 1})
+            m.d.sync += copy.eq(floor + increment)
+            results.append(copy)
+        return results, latency
+
     def pipelined_saturating(self, m, value: Value, rand: Value, hi: Value, lo: Value,
                              lo_minus_one: Value, max_width: int,
                              name: str) -> tuple[Signal, Signal, int]:
@@ -195,9 +209,9 @@ class Rounder:
         Cycle 1: ``floor``, the filled ``dropped``, the mode's addend and carry-in; cycle 2:
         the carry (the increment); cycle 3: ``floor + increment``.  With a constant shift
         cycle 1 is wiring and is left out (latency 2).  The mode and the shift must hold
-        still while a value is inside, and a run-time shift also for the cycle before (the
-        masks it sets are registers, :meth:`_registered_masks`, and so is the copy of it that
-        shifts the random offset).
+        still while a value is inside, and also for the cycle before (the masks a run-time
+        shift sets are registers, :meth:`_registered_masks`, and so are the copy of it that
+        shifts the random offset and the mode's decode).
         """
         v = value.as_signed()
         width = len(v)
@@ -227,13 +241,16 @@ class Rounder:
                 if self.shift.value else Const(0, 1)
         else:
             offset = shift_left_bounded(rand, shift, span + RAND_BITS)[RAND_BITS:]
-        half_even = self.mode == RoundingMode.HALF_EVEN
+        # The mode's decode: each value's own registers, a cycle late like the shift's copy,
+        # so that one setting's decode does not fan out to every lane's carry chain.
+        truncate, half_even = (replicas(m, f"{name}_{label}", self.mode == mode, 1)[0]
+                               for label, mode in (("truncate", RoundingMode.TRUNCATE),
+                                                   ("half_even", RoundingMode.HALF_EVEN)))
         mask, _, is_zero = self._registered_masks(m)
         floor1 = register("floor", signed(width), floor_now, constant)
         filled = register("filled", span, v.as_unsigned()[:span] | ~mask, constant)
-        addend = register("addend", span, Mux(
-            self.mode == RoundingMode.TRUNCATE, 0, Mux(half_even, mask >> 1, offset)),
-            constant)
+        addend = register("addend", span, Mux(truncate, 0, Mux(half_even, mask >> 1, offset)),
+                          constant)
         carry_in = register("carry_in", 1, half_even & floor_now[0] & ~is_zero, constant)
         # The carry-in enters as a doubled bottom bit: one adder, one chain.
         total = Cat(carry_in, filled) + Cat(carry_in, addend)

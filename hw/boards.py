@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from amaranth.build import Attrs, Pins, Resource, Subsignal
-from amaranth.hdl import ClockDomain, Instance, Module, ResetSignal, Signal
+from amaranth.hdl import ClockDomain, Const, Instance, Module, ResetSignal, Signal
 from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 
@@ -210,7 +210,14 @@ class EngineBoardTop(ClockedTop):
                 i_PLLWAKESYNC=0, i_ENCLKOP=0, o_LOCK=locked,
             )
             platform.add_clock_constraint(cd_sync.clk, pll.f_out_mhz * 1e6)
-        m.submodules.rst_sync = ResetSynchronizer(button.i | ~locked, domain="sync")
+        # The reset is synchronized in a domain of its own and reaches the engine's flip-flops
+        # through a global buffer (DCCA): a fabric net from one flip-flop to thousands of
+        # reset inputs spread over the die is slower than the clock period.
+        m.domains.reset = cd_reset = ClockDomain("reset", local=True)
+        m.d.comb += cd_reset.clk.eq(cd_sync.clk)
+        m.submodules.rst_sync = ResetSynchronizer(button.i | ~locked, domain="reset")
+        m.submodules.rst_buf = Instance("DCCA", i_CLKI=cd_reset.rst, i_CE=Const(1, 1),
+                                        o_CLKO=cd_sync.rst)
 
         m.submodules.engine = engine = LinkedEngine(self._params, self._link)
         defined = {r.name for r in platform.resources.values()}

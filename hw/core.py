@@ -53,7 +53,6 @@ from ..spec.stream import (
     StreamLayout,
 )
 from .arith import (
-    REPLICA_ATTRIBUTE,
     Product,
     Rounder,
     any_of,
@@ -66,7 +65,7 @@ from .decoder import FieldDecoder
 from .registers import ErrorBit
 from .rng import XorshiftBank
 
-__all__ = ["SgdCore", "UPDATE_WINDOW"]
+__all__ = ["SgdCore", "UPDATE_WINDOW", "UNUSED_COLLISION_ATTRIBUTE"]
 
 _QUANT_WIDTH = 10  # a decoded quantized feature: [-256, 256]
 RESIDUAL_FIFO_SLACK = 64
@@ -112,25 +111,37 @@ class _SliceLimits:
 
 
 class _UpdateWindow:
-    """The fused beats issued in the last ``UPDATE_WINDOW`` cycles (their updates are not yet
-    in the model memory): a shift register of valid bits and slice offsets, entry ``k`` issued
-    ``k + 1`` cycles ago, and the issue point's signals that feed it."""
+    """The stream's fused slices issued in the last ``UPDATE_WINDOW`` cycles (their updates are
+    not yet in the model memory): a shift register of valid bits and slice numbers, entry
+    ``k`` issued ``k + 1`` cycles ago, and the issue point's signals that feed it.
 
-    def __init__(self, m, field_bits: int, reset: Value):
+    An entry holds the slice's number within its sample (:attr:`_Slicer.seq`), not its field
+    offset: every sample of an epoch is walked through the same slices in the same order, so
+    two slices are at the same offset exactly when they have the same number.  A slice can
+    meet an earlier issue of its own offset in the window only if every other slice of the
+    sample was issued in between, one per cycle: the sample then has at most
+    ``UPDATE_WINDOW`` slices, so numbers from ``UPDATE_WINDOW`` on (``_Slicer.FAR``) never
+    match and do not enter.  Four-bit comparisons instead of offset-wide ones, and the next
+    slice and the next beat's first slice have the same number: one comparison each.
+    """
+
+    def __init__(self, m, reset: Value):
         self.valid = Signal(UPDATE_WINDOW, name="window_valid")
-        self.f0 = [Signal(field_bits, name=f"window_f0_{k}") for k in range(UPDATE_WINDOW)]
-        self.issue_valid, self.issue_fused = Signal(name="issue_valid"), Signal(name="issue_fused")
-        self.issue_f0 = Signal(field_bits, name="issue_f0")
+        self.seq = [Signal(range(_Slicer.FAR + 1), name=f"window_seq_{k}")
+                    for k in range(UPDATE_WINDOW)]
+        # Set (comb) in a cycle in which a fused stream slice numbered ``enter_seq`` issues.
+        self.enter = Signal(name="window_enter")
+        self.enter_seq = Signal(range(_Slicer.FAR + 1), name="window_enter_seq")
         self.reset = reset
-        m.d.sync += [self.valid.eq(Cat(self.issue_valid & self.issue_fused, self.valid[:-1])),
-                     self.f0[0].eq(self.issue_f0)]
-        m.d.sync += [self.f0[k].eq(self.f0[k - 1]) for k in range(1, UPDATE_WINDOW)]
+        m.d.sync += [self.valid.eq(Cat(self.enter, self.valid[:-1])),
+                     self.seq[0].eq(self.enter_seq)]
+        m.d.sync += [self.seq[k].eq(self.seq[k - 1]) for k in range(1, UPDATE_WINDOW)]
         with m.If(reset):
             m.d.sync += self.valid.eq(0)
 
-    def compare(self, value) -> list:
-        """Entry ``k`` is a fused beat at offset ``value``, for every ``k``."""
-        return [self.valid[k] & (self.f0[k] == value) for k in range(UPDATE_WINDOW)]
+    def compare(self, seq) -> list:
+        """Entry ``k`` is a fused slice numbered ``seq``, for every ``k``."""
+        return [self.valid[k] & (self.seq[k] == seq) for k in range(UPDATE_WINDOW)]
 
 
 class _Slicer:
@@ -147,8 +158,13 @@ class _Slicer:
     (``next_beat = beat_f0 + per_beat`` and ``next_slice = f0 + lanes`` are registers too) and
     its conditions (comparisons of registers with :class:`_SliceLimits`), so that the move,
     under the caller's late condition, only chooses.  :meth:`track` adds the same for the
-    update window.  A :meth:`restart` must come after the settings are latched.
+    update window, by ``seq``, the slice's number within the sample (saturating at
+    :attr:`FAR`), and ``next_seq``, that of the slice after it.  A :meth:`restart` must come
+    after the settings are latched.
     """
+
+    #: A slice number from which on slices never meet the update window (:class:`_UpdateWindow`).
+    FAR = UPDATE_WINDOW
 
     def __init__(self, m, cfg: _Config, limits: _SliceLimits, lanes: int, max_slices: int,
                  field_bits: int, name: str):
@@ -158,11 +174,10 @@ class _Slicer:
         self.beat_f0 = Signal(field_bits, name=f"{name}_beat_f0")
         self.next_beat = Signal(field_bits, name=f"{name}_next_beat")
         self.next_slice = Signal(field_bits, name=f"{name}_next_slice")
-        # Copies of the two for the update window's comparisons (track()): kept apart from
-        # the originals in synthesis, so that neither register drives every comparator.
-        self._window_next_beat, self._window_next_slice = (
-            Signal(field_bits, name=f"{name}_{what}_w", attrs={REPLICA_ATTRIBUTE: 1})
-            for what in ("next_beat", "next_slice"))
+        self.seq = Signal(range(self.FAR + 1), name=f"{name}_seq")
+        self.next_seq = Signal(range(self.FAR + 1), init=1, name=f"{name}_next_seq")
+        # seq < FAR: the slice enters the update window when it is fused.
+        self.near = Signal(init=1, name=f"{name}_near")
         # At least one bit even when every beat is one slice (no empty Verilog range).
         self.index = Signal(range(max(2, max_slices)), name=f"{name}_index")
         self.slice_last = Signal(name=f"{name}_slice_last")
@@ -201,8 +216,13 @@ class _Slicer:
                      self.first_slice.eq(isinstance(index, int) and index == 0),
                      self.slice_last.eq(slice_last if self._sliced else 1),
                      self.beat_last.eq(beat_last), self.next_beat.eq(next_beat),
-                     self.next_slice.eq(next_slice), self._window_next_beat.eq(next_beat),
-                     self._window_next_slice.eq(next_slice)]
+                     self.next_slice.eq(next_slice)]
+        if isinstance(f0, int):    # the restart: the sample's first slice
+            m.d.sync += [self.seq.eq(0), self.next_seq.eq(1), self.near.eq(1)]
+        else:
+            far = self.next_seq == self.FAR
+            m.d.sync += [self.seq.eq(self.next_seq), self.near.eq(~far),
+                         self.next_seq.eq(Mux(far, self.FAR, self.next_seq + 1))]
 
     def advance(self, m):
         """The next slice (sync statements; the caller puts them under its condition)."""
@@ -233,31 +253,25 @@ class _Slicer:
                  cfg.per_beat, lanes)
 
     def track(self, m, window: _UpdateWindow, fused: Value):
-        """Registers ``matches`` (bit ``k``: entry ``k`` of the update window is a fused beat
-        at ``f0``) and ``hit`` (any), always those of the current ``f0`` and window.
+        """Registers ``matches`` (bit ``k``: entry ``k`` of the update window is a fused slice
+        numbered ``seq``) and ``hit`` (any), always those of the current slice and window.
 
-        They are made a cycle ahead: for each position the slicer can move to (the next
-        slice, the next beat's first, the restart) against the window as it is now, whose
-        entries move up by one, plus the entry issued now when the slicer issues the slice it
-        moves from (``fused`` says whether it enters the window).  Another slicer's issues
-        are not seen here: the caller guarantees that they are more than ``UPDATE_WINDOW``
-        cycles apart from this slicer's next issue (they are out of the window by then).
+        They are made a cycle ahead: for each number the slicer can move to (``next_seq``, or
+        0 at the restart) against the window as it is now, whose entries move up by one, plus
+        the entry issued now when the slicer issues the slice it moves from (``fused`` says
+        whether it enters the window; it matches only a restart to itself, a sample of one
+        slice).  Another slicer's issues are not seen here: the caller guarantees that they
+        are more than ``UPDATE_WINDOW`` cycles apart from this slicer's next issue (they are
+        out of the window by then).
         """
         to_restart = self.slice_last & self.beat_last
-        to_beat = self.slice_last & ~self.beat_last
-
-        def successor(restart, beat, next_slice):
-            return Mux(to_restart, restart, Mux(to_beat, beat, next_slice))
-
         # Entries 0 .. UPDATE_WINDOW - 2 move up by one; each candidate's hit is its own OR,
         # so that the late choice (whether this slicer moves) comes last.
-        at_zero, at_beat, at_slice = (window.compare(position)[:-1] for position in (
-            0, self._window_next_beat, self._window_next_slice))
-        move_front = fused & successor(self.at_start, self.f0 == self.next_beat,
-                                       self.f0 == self.next_slice)
-        move = (Cat(move_front, *(successor(z, b, n) for z, b, n in zip(
-                    at_zero, at_beat, at_slice, strict=True))),
-                move_front | successor(any_of(at_zero), any_of(at_beat), any_of(at_slice)))
+        at_zero, at_next = (window.compare(seq)[:-1] for seq in (0, self.next_seq))
+        move_front = fused & to_restart & self.at_start
+        move = (Cat(move_front, *(Mux(to_restart, z, n)
+                                  for z, n in zip(at_zero, at_next, strict=True))),
+                move_front | Mux(to_restart, any_of(at_zero), any_of(at_next)))
         stay = (Cat(Const(0, 1), self.matches[:-1]), self.matches[:-1].any())
         restart = (Cat(Const(0, 1), *at_zero), any_of(at_zero))
         next_matches, next_hit = (Mux(self._restarting, r, Mux(self._advancing, mv, st))
@@ -295,6 +309,22 @@ class _SliceShift:
                           if j + self._lanes * w < self._bus_width)
                    for j in range(self._bus_width)]
         return Cat(*shifted)
+
+
+#: Attribute of a memory whose reads in the cycle of a write to the same row are never used
+#: (``docs/HARDWARE.md``, "Memories"): the synthesis flow makes those reads undefined
+#: (``hw/synth.py``), which spares the logic that would keep the old word.
+UNUSED_COLLISION_ATTRIBUTE = "zipsgd_unused_collision"
+
+
+def _collision_checked(m, rd, wr, name: str, poison: bool) -> Value:
+    """The read data of port ``rd``; with ``poison``, inverted when the read met a write of
+    ``wr`` to its row in the same cycle (a word the engine must not use)."""
+    if not poison:
+        return rd.data
+    collided = Signal(name=f"{name}_collided")
+    m.d.sync += collided.eq(wr.en & (wr.addr == rd.addr))
+    return rd.data ^ collided.replicate(len(rd.data))
 
 
 def _in_beat(cfg: _Config, index: Value, lanes: int) -> Value:
@@ -418,9 +448,15 @@ class SgdCore(wiring.Component):
         pipe_reset = Signal()  # clears every pipeline and FIFO (start, abort)
 
         # -- memories: model and the two gradient sets, one bank per lane ------------------
-        model_banks = [memory.Memory(shape=signed(MODEL_STORAGE_WIDTH), depth=rows, init=[])
+        # A read in the cycle of a write to the same row is never used (the forwarding and
+        # the hazards replace or avoid it): such memories are marked, so that synthesis may
+        # leave that read undefined, and in simulation it reads a poisoned word (below).
+        marked = {UNUSED_COLLISION_ATTRIBUTE: 1}
+        model_banks = [memory.Memory(shape=signed(MODEL_STORAGE_WIDTH), depth=rows, init=[],
+                                     attrs=marked)
                        for _ in range(lanes)]
-        grad_banks = [[memory.Memory(shape=signed(gacc_width), depth=rows, init=[])
+        grad_banks = [[memory.Memory(shape=signed(gacc_width), depth=rows, init=[],
+                                     attrs=marked)
                        for _ in range(lanes)] for _ in range(2)]
         for b, mem in enumerate(model_banks):
             m.submodules[f"model_bank{b}"] = mem
@@ -431,6 +467,14 @@ class SgdCore(wiring.Component):
         model_wr = [mem.write_port() for mem in model_banks]
         grad_rd = [[mem.read_port() for mem in bank] for bank in grad_banks]
         grad_wr = [[mem.write_port() for mem in bank] for bank in grad_banks]
+        # What the engine reads of them: in simulation (no platform) a read that met a write
+        # to its row is the old word inverted, so that a test fails if the engine uses it.
+        poison = platform is None
+        model_data = [_collision_checked(m, rd, wr, f"model_bank{b}", poison)
+                      for b, (rd, wr) in enumerate(zip(model_rd, model_wr, strict=True))]
+        grad_data = [[_collision_checked(m, rd, wr, f"grad{z}_bank{b}", poison)
+                      for b, (rd, wr) in enumerate(zip(grad_rd[z], grad_wr[z], strict=True))]
+                     for z in range(2)]
 
         # -- random generators: lanes for the update, one for the residual -----------------
         m.submodules.rng = rng = XorshiftBank(count=lanes + 1)
@@ -603,8 +647,9 @@ class SgdCore(wiring.Component):
         next_slice = _SliceShift(m, cfg, p.bus_width, lanes)
 
         # The fused-update window and each slicer's matches in it (registers, see track()).
-        window = _UpdateWindow(m, field_bits, pipe_reset)
-        issue_valid, issue_fused, issue_f0 = window.issue_valid, window.issue_fused, window.issue_f0
+        window = _UpdateWindow(m, pipe_reset)
+        issue_valid, issue_fused = Signal(), Signal()
+        issue_f0 = Signal(field_bits)
 
         # Registered: one cycle late, which the FIFOs' margins cover.
         fifo_room = Signal()
@@ -620,11 +665,16 @@ class SgdCore(wiring.Component):
                      held_issue.eq((state == RUN) & hazard_free & mid_beat)]
         m.d.comb += self.s_ready.eq(accepting | self.draining)
         handshake = self.s_valid & self.s_ready
-        with m.If(state == RUN):
-            with m.If(accepting & ~self.s_valid):
-                m.d.sync += self.cycles_starved.eq(self.cycles_starved + 1)
-            with m.If(~hazard_free & (self.s_valid | mid_beat)):
-                m.d.sync += self.cycles_update_stall.eq(self.cycles_update_stall + 1)
+        # The stream's cycle and beat counters count a cycle after their events (registers):
+        # the late issue decision enables three flip-flops, not 192.  Their events happen only
+        # in RUN, so none is counted after a restart (it clears them a cycle after RUN ends).
+        starved, stalled, beat_taken = Signal(), Signal(), Signal()
+        m.d.sync += [starved.eq((state == RUN) & accepting & ~self.s_valid),
+                     stalled.eq((state == RUN) & ~hazard_free & (self.s_valid | mid_beat))]
+        with m.If(starved):
+            m.d.sync += self.cycles_starved.eq(self.cycles_starved + 1)
+        with m.If(stalled):
+            m.d.sync += self.cycles_update_stall.eq(self.cycles_update_stall + 1)
         with m.If(self.draining & handshake):
             m.d.sync += self.discarded_beats.eq(self.discarded_beats + 1)
 
@@ -676,6 +726,8 @@ class SgdCore(wiring.Component):
             issue_valid.eq(slice_issue | flush_issue),
             issue_fused.eq(Mux(flushing, 1, fused_sample)),
             issue_f0.eq(Mux(flushing, flush_f0, in_f0)),
+            window.enter.eq(slice_issue & fused_sample & feed.near),
+            window.enter_seq.eq(feed.seq),
         ]
 
         # Sample FIFO write: the beat and its batch tags.
@@ -685,7 +737,8 @@ class SgdCore(wiring.Component):
                                 batch_parity)),
         ]
 
-        with m.If(take):
+        m.d.sync += beat_taken.eq(take)
+        with m.If(beat_taken):
             m.d.sync += self.beats.eq(self.beats + 1)
         # The copy holds the beat moved on by one slice (its next slice's fields at field 0),
         # and moves on with every slice issued from it: the decoder only ever decodes fields
@@ -806,9 +859,9 @@ class SgdCore(wiring.Component):
         b_shift = b_f0[:log_lanes]
         neg_shift = Signal(log_lanes)
         m.d.comb += neg_shift.eq(-b_shift)
-        b_x = [model_rd[b].data for b in range(lanes)]
+        b_x = [model_data[b] for b in range(lanes)]
         b_g = [Signal(signed(gacc_width), name=f"b_g{b}") for b in range(lanes)]
-        m.d.comb += [b_g[b].eq(Mux(b_parity, grad_rd[1][b].data, grad_rd[0][b].data))
+        m.d.comb += [b_g[b].eq(Mux(b_parity, grad_data[1][b], grad_data[0][b]))
                      for b in range(lanes)]
         rand_lanes = [Signal(32, name=f"rand_lane{i}") for i in range(lanes)]
         m.d.comb += [rand_lanes[i].eq(rng.value[i]) for i in range(lanes)]
@@ -869,7 +922,9 @@ class SgdCore(wiring.Component):
         u1["label"] = Mux(label_left, label.as_signed() << label_amount,
                           label.as_signed() >> label_amount)[:64].as_signed()
         # U1..U3: step = round(G >> update_shift)   (step 1)
-        steps = [update_rounder.pipelined(m, u1["g"][b], u1["rand_step"][b], f"u_step{b}")
+        # Three copies of each step, one per carry chain of U5 (x - step and the two tests).
+        steps = [update_rounder.pipelined_copies(m, u1["g"][b], u1["rand_step"][b],
+                                                 f"u_step{b}", 3)
                  for b in range(lanes)]
         step_latency = steps[0][1]
         u3 = delay_all(u1, step_latency - 1, "u_s", drop=("g", "rand_step"))
@@ -882,9 +937,9 @@ class SgdCore(wiring.Component):
             "above_hi": [u3["x"][b] - model_hi for b in range(lanes)],
             "above_lo": [u3["x"][b] - model_lo for b in range(lanes)]}, replicate=("fused",))
         u5 = carry("u5", u4 | {
-            "diff": [(u4["x"][b] - steps[b][0])[:32] for b in range(lanes)],
-            "over": [u4["above_hi"][b] > steps[b][0] for b in range(lanes)],
-            "under": [u4["above_lo"][b] < steps[b][0] for b in range(lanes)]},
+            "diff": [(u4["x"][b] - steps[b][0][0])[:32] for b in range(lanes)],
+            "over": [u4["above_hi"][b] > steps[b][0][1] for b in range(lanes)],
+            "under": [u4["above_lo"][b] < steps[b][0][2] for b in range(lanes)]},
             drop=("above_hi", "above_lo"))
         # From U6 on a beat carries one model word: a fused beat's x1, x2, ..., a plain beat's
         # own word x unchanged (its decay is taken as 0 in U10), so the pipeline does not carry
@@ -1202,7 +1257,7 @@ class SgdCore(wiring.Component):
 
         for b in range(lanes):
             h_memory = stage(f"h_memory{b}", signed(gacc_width),
-                             Mux(g3_parity, grad_rd[1][b].data, grad_rd[0][b].data))
+                             Mux(g3_parity, grad_data[1][b], grad_data[0][b]))
             # Forwarding: writes of the three cycles before the read (the read is in G2, the
             # addition two cycles later, in H) are not in the memory data.  The choice is
             # made a cycle ahead, in G3, against the stages that will be G4, G5 and G6.
@@ -1303,7 +1358,7 @@ class SgdCore(wiring.Component):
         m.d.comb += error_events[ErrorBit.MODEL_PORT_BUSY].eq(port_use & port_closed)
         m.d.sync += [port_pending.eq(self.model_read & ~port_closed),
                      port_pending_bank.eq(port_bank)]
-        bank_data = Array(model_rd[b].data for b in range(lanes))
+        bank_data = Array(model_data[b] for b in range(lanes))
         m.d.comb += [
             self.model_rvalid.eq(port_pending | (self.model_read & port_closed)),
             self.model_rdata.eq(Mux(port_pending, bank_data[port_pending_bank], 0)),

@@ -241,6 +241,10 @@ def _pack(reg: Register, values: dict) -> Value:
     return Cat(*parts)
 
 
+#: Readable words ORed into one register in a read's first stage (see ``elaborate``).
+READ_GROUP = 8
+
+
 class RegisterFile(wiring.Component):
     """AXI4-Lite register file of the engine (the map is :mod:`zipsgd.hw.registers`).
 
@@ -249,8 +253,9 @@ class RegisterFile(wiring.Component):
     empty (the previous response taken, a cycle before), so B and R back-pressure are
     honoured.  Accesses execute one at a time (a write and
     a read never execute in the same cycle), and none while a model-port access is in flight.
-    A write's response comes two cycles after its last address/data handshake, a read's two
-    cycles after AR (a MODEL_DATA read: one cycle after ``model.rvalid``).
+    A write's response comes two cycles after its last address/data handshake, a read's three
+    cycles after AR (its word is gathered over two cycles; a MODEL_DATA read: one cycle after
+    ``model.rvalid``).
 
     Parameters
     ----------
@@ -313,13 +318,14 @@ class RegisterFile(wiring.Component):
         read_wait = Signal()  # a MODEL_DATA read waits for model.rvalid
         port_busy = Signal()
         write_go, read_go = Signal(), Signal()
+        read_staged = Signal()  # the cycle after a read executed: RDATA is gathered
         m.d.comb += [
             port_busy.eq(port.write | read_wait),
             # A request executes once the previous response is taken, not in its handshake's
             # cycle: BREADY and RREADY (the manager's logic) stay off the decode and the
             # enables of every register.
             write_go.eq(aw_full & w_full & ~bus.bvalid & ~port_busy),
-            read_go.eq(ar_full & ~bus.rvalid & ~port_busy & ~write_go),
+            read_go.eq(ar_full & ~bus.rvalid & ~port_busy & ~write_go & ~read_staged),
         ]
         with m.If(bus.bvalid & bus.bready):
             m.d.sync += bus.bvalid.eq(0)
@@ -380,14 +386,30 @@ class RegisterFile(wiring.Component):
             if word is not None:
                 words.append(Mux(selected, word, 0))
                 okay.append(selected)
+        # The selected word is gathered over two cycles: groups of words ORed into registers
+        # every cycle (the selection holds while AR is in its buffer), then the groups ORed
+        # into RDATA in the cycle after the read executes (``read_staged``).  The words are
+        # those of the execute cycle, as is a _LO read's latched high word.
+        groups = [Signal(DATA_WIDTH, name=f"read_group{k}")
+                  for k in range(0, len(words), READ_GROUP)]
+        m.d.sync += [group.eq(functools.reduce(operator.or_, words[k * READ_GROUP:
+                                                                    (k + 1) * READ_GROUP]))
+                     for k, group in enumerate(groups)]
+        m.d.sync += read_staged.eq(0)
+        model_data_selected = ar_sel[readable.index(register("MODEL_DATA"))]
         with m.If(read_go):
-            # SLVERR and 0 for an address that is not readable; a MODEL_DATA read's response
-            # comes later (_read).
+            with m.If(model_data_selected):
+                # The response comes with the word (_read_model), or SLVERR now.
+                m.d.sync += [ar_full.eq(0), bus.rvalid.eq(1), bus.rresp.eq(RESP_SLVERR),
+                             bus.rdata.eq(0)]
+                self._read_model(m, model_data_selected, index_ok, read_wait)
+            with m.Else():
+                # SLVERR and 0 for an address that is not readable.
+                m.d.sync += [read_staged.eq(1),
+                             bus.rresp.eq(Mux(any_of(okay), RESP_OKAY, RESP_SLVERR))]
+        with m.If(read_staged):
             m.d.sync += [ar_full.eq(0), bus.rvalid.eq(1),
-                         bus.rresp.eq(Mux(any_of(okay), RESP_OKAY, RESP_SLVERR)),
-                         bus.rdata.eq(functools.reduce(operator.or_, words))]
-            self._read_model(m, ar_sel[readable.index(register("MODEL_DATA"))],
-                             index_ok, read_wait)
+                         bus.rdata.eq(functools.reduce(operator.or_, groups))]
         with m.If(read_wait & port.rvalid):
             m.d.sync += [read_wait.eq(0), bus.rvalid.eq(1), bus.rresp.eq(RESP_OKAY),
                          bus.rdata.eq(port.rdata)]

