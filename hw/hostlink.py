@@ -25,6 +25,7 @@ from amaranth.lib.wiring import In, Out
 from ..errors import ConfigError
 from ..spec import link
 from ..spec.engine import EngineParams
+from .arith import REPLICA_ATTRIBUTE
 from .regfile import axil_signature
 from .registers import ADDR_WIDTH
 from .top import ZipsgdEngine
@@ -149,6 +150,10 @@ class HostLinkBridge(wiring.Component):
         # response logic stops at one flip-flop here.
         b_seen, b_error = Signal(), Signal()
         offering, beat_taken = Signal(), Signal()
+        # TVALID is its own copy of ``offering`` (the same register, kept apart in synthesis):
+        # the bridge's handshake logic and the engine's issue decision each read a flip-flop
+        # placed beside them.
+        tvalid = Signal(attrs={REPLICA_ATTRIBUTE: 1})
 
         m.d.comb += [rd.addr.eq(ptr), wr.addr.eq(ptr), wr.data.eq(urx.data)]
         m.d.sync += took.eq(0)
@@ -156,7 +161,7 @@ class HostLinkBridge(wiring.Component):
             m.d.sync += gather.eq(Cat(gather[8:], rd.data))
         axil = self.axil
         m.d.comb += [axil.awaddr.eq(address), axil.araddr.eq(address), axil.wdata.eq(gather[-32:]),
-                     axil.wstrb.eq(0xF), self.m_axis_tvalid.eq(offering),
+                     axil.wstrb.eq(0xF), self.m_axis_tvalid.eq(tvalid),
                      self.m_axis_tdata.eq(gather[:w]),
                      self.m_axis_tlast.eq(gather[w])]
         byte_in = urx.valid
@@ -326,7 +331,7 @@ class HostLinkBridge(wiring.Component):
             with m.State("BEAT_FETCH"):
                 fetch(beat_bytes, "BEAT_LAND")
             with m.State("BEAT_LAND"):
-                m.d.sync += offering.eq(1)
+                m.d.sync += [offering.eq(1), tvalid.eq(1)]
                 m.next = "BEAT_OFFER"
             with m.State("BEAT_OFFER"):  # the beat is held in ``gather`` until taken
                 # Offered (TVALID, a register) for ready_timeout cycles; the cycle after the
@@ -334,7 +339,7 @@ class HostLinkBridge(wiring.Component):
                 handshake = offering & self.m_axis_tready
                 m.d.sync += [waited.eq(waited + 1), beat_taken.eq(handshake)]
                 with m.If(handshake | (waited == lp.ready_timeout - 1)):
-                    m.d.sync += offering.eq(0)
+                    m.d.sync += [offering.eq(0), tvalid.eq(0)]
                 with m.If(beat_taken):
                     m.d.sync += waited.eq(0)
                     next_word("BEAT_FETCH")
