@@ -1236,7 +1236,7 @@ class SgdCore(wiring.Component):
         h_parity = stage("h_parity", 1, g3_parity)
         h_rows = [stage(f"h_row{b}", range(rows), g3_rows[b]) for b in range(lanes)]
         h_en = stage("h_en", lanes, g3_en)
-        h_c = [stage(f"h_c{b}", signed(42), g3_c[b]) for b in range(lanes)]
+        h_c = [stage(f"h_c{b}", signed(42), g3_c[b], reset_less=True) for b in range(lanes)]
         g4_valid = stage("g4_valid", 1, h_valid & ~pipe_reset)
         g4_batch_end = stage("g4_batch_end", 1, h_batch_end)
         g4_parity = stage("g4_parity", 1, h_parity)
@@ -1248,8 +1248,8 @@ class SgdCore(wiring.Component):
         g5_rows = [stage(f"g5_row{b}", range(rows), g4_rows[b]) for b in range(lanes)]
         g5_en = stage("g5_en", lanes, g4_en)
         g4_sum = []
-        g5_sum = [Signal(signed(gacc_width), name=f"g5_sum{b}") for b in range(lanes)]
-        g6_sum = [Signal(signed(gacc_width), name=f"g6_sum{b}") for b in range(lanes)]
+        g5_sum = [Signal(signed(gacc_width), name=f"g5_sum{b}", reset_less=True)
+                  for b in range(lanes)]
         def same_word(b, valid, en, parity, row_of):
             """A write ahead of G3's beat is to bank ``b``'s word that G3's beat reads."""
             return (valid & ~pipe_reset & en[b] & (parity == g3_parity)
@@ -1257,25 +1257,26 @@ class SgdCore(wiring.Component):
 
         for b in range(lanes):
             h_memory = stage(f"h_memory{b}", signed(gacc_width),
-                             Mux(g3_parity, grad_data[1][b], grad_data[0][b]))
+                             Mux(g3_parity, grad_data[1][b], grad_data[0][b]), reset_less=True)
             # Forwarding: writes of the three cycles before the read (the read is in G2, the
             # addition two cycles later, in H) are not in the memory data.  The choice is
-            # made a cycle ahead, in G3, against the stages that will be G4, G5 and G6.
-            from_g4 = stage(f"h_from_g4_{b}", 1, same_word(b, h_valid, h_en, h_parity, h_rows))
-            from_g5 = stage(f"h_from_g5_{b}", 1,
-                            same_word(b, g4_valid, g4_en, g4_parity, g4_rows))
-            from_g6 = stage(f"h_from_g6_{b}", 1,
-                            same_word(b, g5_valid, g5_en, g5_parity, g5_rows))
-            use_memory = ~h_overwrite & ~from_g4 & ~from_g5 & ~from_g6
-            g4_value = Signal(signed(gacc_width), name=f"g4_sum{b}")
-            forwarded = Mux(h_overwrite, 0,
-                            Mux(from_g4, g4_value, Mux(from_g5, g5_sum[b], g6_sum[b])))
-            old = Mux(use_memory, h_memory, forwarded)
+            # made a cycle ahead, in G3, against the stages that will be G4, G5 and G6; the
+            # word of G5 or G6 (or 0 for a batch's first sample) is chosen there too, from
+            # what is then in G4 and G5, so that H chooses among three registers.
+            g4_value = Signal(signed(gacc_width), name=f"g4_sum{b}", reset_less=True)
+            from_g5 = same_word(b, g4_valid, g4_en, g4_parity, g4_rows)
+            from_g6 = same_word(b, g5_valid, g5_en, g5_parity, g5_rows)
+            from_g4 = stage(f"h_from_g4_{b}", 1,
+                            same_word(b, h_valid, h_en, h_parity, h_rows) & ~g3_overwrite)
+            use_older = stage(f"h_use_older{b}", 1, g3_overwrite | from_g5 | from_g6)
+            older = stage(f"h_older{b}", signed(gacc_width),
+                          Mux(g3_overwrite, 0, Mux(from_g5, g4_value, g5_sum[b])),
+                          reset_less=True)
+            old = Mux(from_g4, g4_value, Mux(use_older, older, h_memory))
             # |old + c| stays below 2**(GACC_W-2): the width analysis of docs/ENGINE.md.
             m.d.sync += g4_value.eq((old + h_c[b])[:gacc_width].as_signed())
             g4_sum.append(g4_value)
         m.d.sync += [g5_sum[b].eq(g4_sum[b]) for b in range(lanes)]
-        m.d.sync += [g6_sum[b].eq(g5_sum[b]) for b in range(lanes)]
         for z in range(2):
             for b in range(lanes):
                 m.d.comb += [grad_wr[z][b].addr.eq(g4_rows[b]), grad_wr[z][b].data.eq(g4_sum[b]),
