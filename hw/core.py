@@ -837,8 +837,14 @@ class SgdCore(wiring.Component):
             m.d.comb += model_rd[b].addr.eq(Mux(idle_port[b], port_row, a_rows[b]))
         # Lane generators step once per fused beat (stage A); outputs are read in stage B.
         m.d.comb += rng.step[:lanes].eq((a_valid & a_fused).replicate(lanes))
-        # Gradient reads for the fused update (stage A), shared with the gradient path below.
-        fused_read = a_valid & a_fused
+        # Gradient reads for the fused update (stage A), shared with the gradient path below:
+        # whether stage A reads gradient set z, a register per set and bank (made at issue
+        # from what a_valid, a_fused and a_parity are made of), so that each bank's address
+        # choice is one register.
+        issue_parity = Mux(flushing, flush_parity, pending_parity)
+        fused_reads = [replicas(m, f"grad_read{z}", issue_valid & ~pipe_reset & issue_fused
+                                & (issue_parity == z), lanes, reset_less=False)
+                       for z in range(2)]
 
         # Stage B: memory data; lane -> bank rotations of mask and random bits.
         b_valid, b_fused, b_flush, b_first, b_last, b_pass_end = (Signal() for _ in range(6))
@@ -1293,8 +1299,7 @@ class SgdCore(wiring.Component):
         # Gradient-memory read addresses: the fused update (stage A) or the gradient path (G2).
         for z in range(2):
             for b in range(lanes):
-                fused_here = fused_read & (a_parity == z)
-                m.d.comb += grad_rd[z][b].addr.eq(Mux(fused_here, a_rows[b], g2_rows[b]))
+                m.d.comb += grad_rd[z][b].addr.eq(Mux(fused_reads[z][b], a_rows[b], g2_rows[b]))
 
         # ======================================================================================
         # Control
