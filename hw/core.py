@@ -828,9 +828,13 @@ class SgdCore(wiring.Component):
         # decode behind BUSY is off their address paths.  It opens the cycle after BUSY falls
         # and closes the cycle after BUSY rises; an access while BUSY or in the cycle BUSY
         # falls is one "while busy" (ignored, MODEL_PORT_BUSY).
-        port_open = Signal(init=1)
-        m.d.sync += port_open.eq(~self.busy)
-        port_closed = self.busy | ~port_open
+        # ``busy | ~port_open`` is a register too: BUSY rises only in the cycle after a start
+        # pulse (``start_request``) and stays up while the state is a running one, so it is
+        # ``busy | start_pulse`` of the cycle before.  One copy per bank's write enable and one
+        # for the port's answer.
+        closed = replicas(m, "port_closed", self.busy | start_pulse, lanes + 1,
+                          reset_less=False)
+        port_closed = closed[lanes]
         # The memories' address and data choices: a copy of ``port_open`` per bank.
         idle_port = replicas(m, "port_open", ~self.busy, lanes, init=1, reset_less=False)
         for b in range(lanes):
@@ -1028,7 +1032,7 @@ class SgdCore(wiring.Component):
         for b in range(lanes):
             with m.If(idle_port[b]):
                 m.d.comb += [model_wr[b].addr.eq(port_row), model_wr[b].data.eq(self.model_wdata),
-                             model_wr[b].en.eq(self.model_write & ~port_closed
+                             model_wr[b].en.eq(self.model_write & ~closed[b]
                                                & (port_bank == b))]
             with m.Else():
                 m.d.comb += [model_wr[b].addr.eq(_row(u13_base, u13_shift, b, lanes)),
@@ -1387,5 +1391,6 @@ class SgdCore(wiring.Component):
             "in_samples": in_samples, "start_accepted": start_ok,
             "error_events": events,     # registered: they reach error_count a cycle later
             "flushing": flushing, "flushing_means": (state == FLUSH) & (flush_pass != 0),
+            "beat_pending": beat_taken,  # a beat taken a cycle ago, not yet in ``beats``
         }
         return m

@@ -281,7 +281,10 @@ class StreamHarness(Elaboratable):
                 m.d.sync += run_beats.eq(run_beats + 1)
             with m.If(framing):
                 m.d.sync += framing_errors.eq(framing_errors + 1)
-        m.d.comb += Assert(run_beats == (core.beats[:32] + framing_errors + framing)[:32])
+        # (``beats`` counts a beat a cycle after its handshake: ``beat_pending`` meanwhile.)
+        pending = taps["beat_pending"]
+        m.d.comb += Assert(run_beats == (core.beats[:32] + pending + framing_errors
+                                         + framing)[:32])
         counted_errors = (core.error_count - _past(m, core.error_count, "errors_before"))[:32]
         m.d.comb += Assert(counted_errors == _past(m, popcount(events), "events_before"))
         # Every handshake while discarding adds one (the restart itself is "restart").
@@ -295,7 +298,7 @@ class StreamHarness(Elaboratable):
         decoder = m.submodules.core.submodules.decoder
         bus = self.params.bus_width
         took = core.beats != _past(m, core.beats, "beats_before")
-        wrote = _past(m, sample_fifo.w_en, "fifo_wrote")
+        wrote = _past(m, _past(m, sample_fifo.w_en, "fifo_wrote"), "fifo_wrote_before")
         m.d.comb += Assert(restarted | (wrote == took))
         m.d.comb += Assert(~sample_fifo.w_en | (handshake & running
                                                & (sample_fifo.w_data[:bus] == core.s_data)))
