@@ -667,7 +667,8 @@ class SgdCore(wiring.Component):
         handshake = self.s_valid & self.s_ready
         # The stream's cycle and beat counters count a cycle after their events (registers):
         # the late issue decision enables three flip-flops, not 192.  Their events happen only
-        # in RUN, so none is counted after a restart (it clears them a cycle after RUN ends).
+        # in RUN, and a start is accepted only from IDLE or DISCARD, two cycles or more after
+        # RUN: every event is counted before a restart clears the counters.
         starved, stalled, beat_taken = Signal(), Signal(), Signal()
         m.d.sync += [starved.eq((state == RUN) & accepting & ~self.s_valid),
                      stalled.eq((state == RUN) & ~hazard_free & (self.s_valid | mid_beat))]
@@ -828,10 +829,10 @@ class SgdCore(wiring.Component):
         # decode behind BUSY is off their address paths.  It opens the cycle after BUSY falls
         # and closes the cycle after BUSY rises; an access while BUSY or in the cycle BUSY
         # falls is one "while busy" (ignored, MODEL_PORT_BUSY).
-        # ``busy | ~port_open`` is a register too: BUSY rises only in the cycle after a start
-        # pulse (``start_request``) and stays up while the state is a running one, so it is
-        # ``busy | start_pulse`` of the cycle before.  One copy per bank's write enable and one
-        # for the port's answer.
+        # "Closed" (BUSY, or the cycle BUSY falls) is a register too: BUSY rises only in the
+        # cycle after a start pulse (``start_request``) and stays up while the state is a
+        # running one, so closed is ``busy | start_pulse`` of the cycle before.  One copy per
+        # bank's write enable and one for the port's answer.
         closed = replicas(m, "port_closed", self.busy | start_pulse, lanes + 1,
                           reset_less=False)
         port_closed = closed[lanes]
