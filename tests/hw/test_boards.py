@@ -222,6 +222,43 @@ def test_synthesis_keeps_replicas(tmp_path, monkeypatch):
     assert synth.KEEP_REPLICAS in synth.build_plan(SMALL).files["top.ys"]
 
 
+def _collision_logic_after_synthesis(tmp_path, script_after_read: str) -> int:
+    """TRELLIS_FF cells around one marked 1024 x 32 memory (a block RAM) with a read and a
+    write port, after Yosys ``synth_ecp5`` (YoWASP): the flip-flops of the bypass that keeps
+    a colliding read's old word."""
+    import json
+    import subprocess
+
+    from amaranth import Module
+    from amaranth.back import rtlil
+    from amaranth.lib import memory
+
+    from zipsgd.hw.core import UNUSED_COLLISION_ATTRIBUTE
+
+    m = Module()
+    m.submodules.bank = mem = memory.Memory(shape=32, depth=1024, init=[],
+                                            attrs={UNUSED_COLLISION_ATTRIBUTE: 1})
+    rd, wr = mem.read_port(), mem.write_port()
+    ra, wa, wd, we, out = Signal(10), Signal(10), Signal(32), Signal(), Signal(32)
+    m.d.comb += [rd.addr.eq(ra), wr.addr.eq(wa), wr.data.eq(wd), wr.en.eq(we), out.eq(rd.data)]
+    (tmp_path / "t.il").write_text(rtlil.convert(m, ports=[ra, wa, wd, we, out]))
+    env = synth.use_yowasp()
+    subprocess.run([env["YOSYS"], "-q", "-p", f"read_rtlil t.il; {script_after_read}; "
+                    "synth_ecp5 -top top -noabc9 -json t.json"], cwd=tmp_path, check=True)
+    cells = json.loads((tmp_path / "t.json").read_text())["modules"]["top"]["cells"]
+    assert sum(cell["type"] == "DP16KD" for cell in cells.values()) >= 1
+    return sum(cell["type"] == "TRELLIS_FF" for cell in cells.values())
+
+
+def test_synthesis_leaves_marked_collisions_undefined(tmp_path, monkeypatch):
+    for var in synth.TOOLS:   # use_yowasp edits os.environ: restore it afterwards
+        monkeypatch.setenv(var, "unset-by-test")
+    # Without the script Yosys keeps the old word with a bypass (tens of flip-flops).
+    assert _collision_logic_after_synthesis(tmp_path, synth.UNDEFINED_COLLISIONS) == 0
+    assert _collision_logic_after_synthesis(tmp_path, "") > 32
+    assert synth.UNDEFINED_COLLISIONS in synth.build_plan(SMALL).files["top.ys"]
+
+
 @pytest.mark.parametrize("ooc, hz", [(False, "50000000.0 HZ"), (True, "100000000.0 HZ")])
 def test_default_target_clock(ooc, hz):
     # A board build targets the clock its default build meets; out of context, the goal.
