@@ -312,8 +312,8 @@ class _SliceShift:
 
 
 #: Attribute of a memory whose reads in the cycle of a write to the same row are never used
-#: (``docs/HARDWARE.md``, "Memories"): the synthesis flow makes those reads undefined
-#: (``hw/synth.py``), which spares the logic that would keep the old word.
+#: (``docs/HARDWARE.md``, "Memories' collisions"): the synthesis flow makes those reads
+#: undefined (``hw/synth.py``), which spares the logic that would keep the old word.
 UNUSED_COLLISION_ATTRIBUTE = "zipsgd_unused_collision"
 
 
