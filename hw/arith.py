@@ -266,20 +266,24 @@ class Rounder:
 LIMB_BITS = 17
 
 
-def _limbs(value: Value) -> list[tuple[Value, int]]:
-    """``value`` as ``(limb, offset)`` pairs, ``value == sum(limb << offset)``: every limb is a
-    signed value of at most ``LIMB_BITS + 1`` bits (low limbs zero-extended, the top limb
-    signed when ``value`` is)."""
+def _limbs(value: Value) -> list[tuple[Value, int, int | None]]:
+    """``value`` as ``(limb, offset, bits)`` triples, ``value == sum(limb << offset)``: every
+    limb is a signed value of at most ``LIMB_BITS + 1`` bits (low limbs zero-extended, the top
+    limb signed when ``value`` is); ``bits`` bounds a limb that is never negative
+    (``0 <= limb < 2**bits``) and is ``None`` for a signed top limb."""
     signed_value = value.shape().signed
     width = len(value)
     top_max = LIMB_BITS + 1 if signed_value else LIMB_BITS
     limbs, offset = [], 0
     while width - offset > top_max:
-        limbs.append((Cat(value[offset:offset + LIMB_BITS], Const(0, 1)).as_signed(), offset))
+        limbs.append((Cat(value[offset:offset + LIMB_BITS], Const(0, 1)).as_signed(), offset,
+                      LIMB_BITS))
         offset += LIMB_BITS
     top = value[offset:]
-    limbs.append((top.as_signed() if signed_value else Cat(top, Const(0, 1)).as_signed(),
-                  offset))
+    if signed_value:
+        limbs.append((top.as_signed(), offset, None))
+    else:
+        limbs.append((Cat(top, Const(0, 1)).as_signed(), offset, len(top)))
     return limbs
 
 
@@ -289,10 +293,14 @@ class Product:
     carries its valid bits alongside).
 
     Stage 1 registers every limb product (:func:`_limbs`: each one 18 x 18 signed multiplier);
-    the following stages add the shifted partial products in a tree, at most two additions
-    deep per stage.  The additions are done modulo ``2**len(value)``: the true product fits
-    that width, so the wrap of an intermediate sum cancels (the result is exact, and narrower
-    sums make shorter carry chains).
+    each following stage adds groups of up to four shifted partial products into one, so
+    that ``latency`` is ``1 + ceil(log4(products))``.  A group takes one carry chain: two
+    terms whose bits cannot overlap (one never negative and below the other's known-zero low
+    bits, as the products of the low limbs and of the high limbs) are placed side by side,
+    and three terms become two with a carry-save step (sum and carry bits, one logic level),
+    until two are left to add.  The sums are done modulo ``2**len(value)``: the true product
+    fits that width, so the wrap of an intermediate sum cancels (the result is exact, and
+    narrower sums make shorter carry chains).
 
     With an ECP5 ``platform`` each limb product is a ``MULT18X18D`` whose own output register
     is stage 1's register (:func:`limb_product`); otherwise (simulation, formal) it is
@@ -300,46 +308,79 @@ class Product:
     without its register.
     """
 
+    #: Terms summed into one per pipeline stage.
+    GROUP = 4
+
     def __init__(self, m, a: Value, b: Value, name: str, platform=None):
         shape = (a * b).shape()
         width = shape.width
+        counter = iter(range(1 << 16))
 
         def term(value, label):
             # Every term and sum is a signal of the product's width: uniform adders, and
             # the cut (modulo 2**width) is an assignment.
-            sig = Signal(signed(width), name=f"{name}_{label}")
+            sig = Signal(signed(width), name=f"{name}_{label}{next(counter)}")
             m.d.comb += sig.eq(value)
             return sig
 
-        def register(value, label):
-            sig = Signal(signed(width), name=f"{name}_{label}", reset_less=True)
-            m.d.sync += sig.eq(value)
-            return sig
+        # A term: (signal, known-zero low bits, bound) where a bound ``k`` says the term is
+        # never negative and below ``2**k``, None that it may be negative.
+        def side_by_side(low, high):
+            (x, zx, _), (y, zy, by) = low, high
+            return term(Cat(x[:zy], y[zy:]), "cat"), zx, by
 
-        def add(x, y, label):
+        def carry_save(t1, t2, t3):
+            (x, zx, _), (y, zy, _), (z, zz, _) = t1, t2, t3
+            zeros = sorted((zx, zy, zz))
+            total = term(x ^ y ^ z, "csa_s")
+            carry = term(((x & y) | (x & z) | (y & z)) << 1, "csa_c")
+            return [(total, zeros[0], None), (carry, min(zeros[1] + 1, width), None)]
+
+        def add(t1, t2):
             # Below the larger of the two known-zero low parts only one term has bits: they
             # pass, and the carry chain starts at that part (a shifted limb product has
             # ``offset`` zero bits; a chain as long as the product is slow).
-            (x, zx), (y, zy) = sorted((x, y), key=lambda item: item[1])
+            (x, zx, _), (y, zy, _) = sorted((t1, t2), key=lambda item: item[1])
             high = (x[zy:] + y[zy:])[:width - zy]
-            return term(Cat(x[:zy], high), label), zx
+            return term(Cat(x[:zy], high), "sum"), zx, None
 
-        level = []   # (term, its known-zero low bits)
-        for i, (limb_a, offset_a) in enumerate(_limbs(a)):
-            for j, (limb_b, offset_b) in enumerate(_limbs(b)):
+        def reduce(group):
+            group = sorted(group, key=lambda item: item[1])
+            merged = True
+            while merged and len(group) > 1:
+                merged = False
+                for i, low in enumerate(group):
+                    for j, high in enumerate(group):
+                        if i != j and low[2] is not None and low[2] <= high[1]:
+                            rest = [t for k, t in enumerate(group) if k not in (i, j)]
+                            group = sorted(rest + [side_by_side(low, high)],
+                                           key=lambda item: item[1])
+                            merged = True
+                            break
+                    if merged:
+                        break
+            while len(group) > 2:
+                group = sorted(group[3:] + carry_save(*group[:3]), key=lambda item: item[1])
+            return add(*group) if len(group) == 2 else group[0]
+
+        level = []
+        for i, (limb_a, offset_a, bits_a) in enumerate(_limbs(a)):
+            for j, (limb_b, offset_b, bits_b) in enumerate(_limbs(b)):
                 partial = limb_product(m, limb_a, limb_b, f"{name}_p{i}_{j}", platform)
                 offset = offset_a + offset_b
-                level.append((term(partial << offset, f"t{i}_{j}"), min(offset, width)))
-        latency, depth = 1, 0
+                bound = (None if bits_a is None or bits_b is None
+                         else min(offset + bits_a + bits_b, width))
+                level.append((term(partial << offset, f"t{i}_{j}_"), min(offset, width), bound))
+        latency = 1
         while len(level) > 1:
-            pairs = [add(level[k], level[k + 1], f"a{depth}_{k}")
-                     for k in range(0, len(level) - 1, 2)]
-            level = pairs + ([level[-1]] if len(level) % 2 else [])
-            depth += 1
-            if len(level) == 1 or depth % 2 == 0:
-                level = [(register(v, f"s{depth}_{k}"), zeros)
-                         for k, (v, zeros) in enumerate(level)]
-                latency += 1
+            level = [reduce(level[k:k + self.GROUP]) for k in range(0, len(level), self.GROUP)]
+            registered = []
+            for k, (value, zeros, bound) in enumerate(level):
+                sig = Signal(signed(width), name=f"{name}_s{latency + 1}_{k}", reset_less=True)
+                m.d.sync += sig.eq(value)
+                registered.append((sig, zeros, bound))
+            level = registered
+            latency += 1
         value = level[0][0]
         self.value = value if shape.signed else value.as_unsigned()
         self.latency = latency

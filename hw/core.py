@@ -69,6 +69,8 @@ __all__ = ["SgdCore", "UPDATE_WINDOW", "UNUSED_COLLISION_ATTRIBUTE"]
 
 _QUANT_WIDTH = 10  # a decoded quantized feature: [-256, 256]
 RESIDUAL_FIFO_SLACK = 64
+#: Groups of the gradient path's head beat with their own load/shift control.
+HEAD_GROUPS = 4
 
 
 def _fields_per_beat_table(bus_width: int):
@@ -103,11 +105,11 @@ class _SliceLimits:
 
         n, per_beat = cfg.n, cfg.per_beat
         self.next_beat_is_last = derived("next_beat_is_last", bound, n - 2 * per_beat)
-        self.next_beat_one_slice = derived("next_beat_one_slice", bound, n - per_beat - lanes)
+        self.next_beat_one_slice = derived("next_beat_one_slice", bound, n - cfg.per_beat_lanes)
         self.next_slice_ends = derived("next_slice_ends", bound, n - 2 * lanes)
-        self.slices_per_beat = derived("slices_per_beat", per_beat.shape(),
-                                       (per_beat + lanes - 1) >> (lanes.bit_length() - 1))
-        self.one_slice_beats = derived("one_slice_beats", 1, per_beat <= lanes)
+        self.slices_per_beat = derived("slices_per_beat", cfg.slices_per_beat.shape(),
+                                       cfg.slices_per_beat)
+        self.one_slice_beats = derived("one_slice_beats", 1, cfg.one_slice_beats)
 
 
 class _UpdateWindow:
@@ -249,7 +251,7 @@ class _Slicer:
         # The first slice's conditions come from the settings themselves (a restart may come
         # in the cycle after they are latched, before the limits follow).
         cfg, lanes = self._cfg, self._lanes
-        self._go(m, 0, 0, 0, (cfg.per_beat <= lanes) | (lanes > cfg.n), cfg.per_beat > cfg.n,
+        self._go(m, 0, 0, 0, cfg.one_slice_beats | (lanes > cfg.n), cfg.per_beat > cfg.n,
                  cfg.per_beat, lanes)
 
     def track(self, m, window: _UpdateWindow, fused: Value):
@@ -372,6 +374,12 @@ class _Config:
         self.rounding = Signal(2)
         self.delayed = Signal()
         self.per_beat = Signal(range(params.bus_width // 2 + 1))
+        # Looked up with per_beat (constant tables, no arithmetic after the latch): the
+        # fields of a beat plus one slice, the slices of a full beat, and whether a beat is
+        # one slice (for _SliceLimits).
+        self.per_beat_lanes = Signal(range(params.bus_width // 2 + params.lanes + 1))
+        self.slices_per_beat = Signal(range(params.bus_width // 2 + 1))
+        self.one_slice_beats = Signal()
         self.raw = Signal()
 
 
@@ -519,8 +527,11 @@ class SgdCore(wiring.Component):
             m.d.sync += self.error_count.eq(self.error_count + popcount(events))
 
         # -- start: check and latch the configuration ---------------------------------------
-        table = Array(Const(v, range(p.bus_width // 2 + 1))
-                      for v in _fields_per_beat_table(p.bus_width))
+        per_beat_table = _fields_per_beat_table(p.bus_width)
+        table_index = Cat(self.cfg_bits[:4], self.cfg_encoding)
+
+        def look_up(values, shape):
+            return Array(Const(v, shape) for v in values)[table_index]
         enc_ok = self.cfg_encoding <= Encoding.RAW32
         bits_ok = (self.cfg_encoding == Encoding.RAW32) | (
             (self.cfg_bits >= 1) & (self.cfg_bits <= 8))
@@ -556,7 +567,12 @@ class SgdCore(wiring.Component):
                 cfg.step.eq(self.cfg_step), cfg.decay.eq(self.cfg_decay),
                 cfg.threshold.eq(self.cfg_threshold), cfg.rounding.eq(self.cfg_rounding),
                 cfg.delayed.eq(self.cfg_update_mode),
-                cfg.per_beat.eq(table[Cat(self.cfg_bits[:4], self.cfg_encoding)]),
+                cfg.per_beat.eq(look_up(per_beat_table, cfg.per_beat.shape())),
+                cfg.per_beat_lanes.eq(look_up([v + lanes for v in per_beat_table],
+                                              cfg.per_beat_lanes.shape())),
+                cfg.slices_per_beat.eq(look_up([-(-v // lanes) for v in per_beat_table],
+                                               cfg.slices_per_beat.shape())),
+                cfg.one_slice_beats.eq(look_up([int(v <= lanes) for v in per_beat_table], 1)),
                 cfg.raw.eq(self.cfg_encoding == Encoding.RAW32),
             ]
         # Derived shifts and format limits (docs/ENGINE.md stages 3, 4, 6 and the loss).  They
@@ -703,13 +719,14 @@ class SgdCore(wiring.Component):
         # from each pass's first issue says when that is (the window's matches, without
         # comparing offsets).
         flush_wait = Signal(range(UPDATE_WINDOW + 1))
+        flush_waiting = Signal()           # flush_wait != 0, as a register
         with m.If(flush_issue & sweep.at_start):
-            m.d.sync += flush_wait.eq(UPDATE_WINDOW)
-        with m.Elif(flush_wait != 0):
-            m.d.sync += flush_wait.eq(flush_wait - 1)
+            m.d.sync += [flush_wait.eq(UPDATE_WINDOW), flush_waiting.eq(1)]
+        with m.Elif(flush_waiting):
+            m.d.sync += [flush_wait.eq(flush_wait - 1), flush_waiting.eq(flush_wait != 1)]
         with m.If(pipe_reset):
-            m.d.sync += flush_wait.eq(0)
-        flush_gate = ~(sweep.at_start & (flush_wait != 0))
+            m.d.sync += [flush_wait.eq(0), flush_waiting.eq(0)]
+        flush_gate = ~(sweep.at_start & flush_waiting)
         # (state == FLUSH) & (flush_pass != 0), as a register.  The stream never issues while
         # it is set, and the flush only then, so the issue's data (offsets, flags, rows, the
         # decoder's beat) choose between the two with it: ``flush_issue``, which waits for
@@ -731,12 +748,18 @@ class SgdCore(wiring.Component):
             window.enter_seq.eq(feed.seq),
         ]
 
-        # Sample FIFO write: the beat and its batch tags.
-        m.d.comb += [
-            sfifo.w_en.eq(take),
-            sfifo.w_data.eq(Cat(self.s_data, last_beat_expected, first_of_batch, last_of_batch,
+        # Sample FIFO write: the beat and its batch tags, registered (the FIFO's pointers and
+        # level then count from a flip-flop, not from the late handshake).  The gradient path
+        # needs the beat only when its residual arrives, long after.  A beat taken in the
+        # cycle of a pipeline reset is dropped with everything else in flight.
+        sfifo_w_en = Signal()
+        sfifo_w_data = Signal(len(sfifo.w_data), reset_less=True)
+        m.d.sync += [
+            sfifo_w_en.eq(take & ~pipe_reset),
+            sfifo_w_data.eq(Cat(self.s_data, last_beat_expected, first_of_batch, last_of_batch,
                                 batch_parity)),
         ]
+        m.d.comb += [sfifo.w_en.eq(sfifo_w_en), sfifo.w_data.eq(sfifo_w_data)]
 
         m.d.sync += beat_taken.eq(take)
         with m.If(beat_taken):
@@ -845,9 +868,10 @@ class SgdCore(wiring.Component):
         # Gradient reads for the fused update (stage A), shared with the gradient path below:
         # whether stage A reads gradient set z, a register per set and bank (made at issue
         # from what a_valid, a_fused and a_parity are made of), so that each bank's address
-        # choice is one register.
+        # choice is one register.  (Not cleared by a pipeline reset, which a_valid is: the
+        # reset also empties the gradient path's stage G2, whose reads the choice would take.)
         issue_parity = Mux(flushing, flush_parity, pending_parity)
-        fused_reads = [replicas(m, f"grad_read{z}", issue_valid & ~pipe_reset & issue_fused
+        fused_reads = [replicas(m, f"grad_read{z}", issue_valid & issue_fused
                                 & (issue_parity == z), lanes, reset_less=False)
                        for z in range(2)]
 
@@ -1160,14 +1184,26 @@ class SgdCore(wiring.Component):
         m.d.comb += [pop.eq(head_valid & efifo.r_rdy), head_done.eq(pop & walk.slice_last),
                      sfifo.r_en.eq(~head_valid | head_done)]
         # Like the stream's copy, the head moves on by a slice with every slice popped.
+        head_valid_next = Signal()
+        m.d.comb += head_valid_next.eq(Mux(sfifo.r_rdy & sfifo.r_en, 1,
+                                           Mux(head_done, 0, head_valid)) & ~pipe_reset)
+        m.d.sync += head_valid.eq(head_valid_next)
         with m.If(sfifo.r_rdy & sfifo.r_en):
-            m.d.sync += [head.eq(sfifo.r_data), head_valid.eq(1)]
-        with m.Elif(head_done):
-            m.d.sync += head_valid.eq(0)
-        with m.Elif(pop):
-            m.d.sync += head[:p.bus_width].eq(next_slice(head[:p.bus_width]))
-        with m.If(pipe_reset):
-            m.d.sync += head_valid.eq(0)
+            m.d.sync += head[p.bus_width:].eq(sfifo.r_data[p.bus_width:])
+        # The beat's bits in groups, each with its own copy of head_valid, so that the enable
+        # and the choice of each group are small functions of registers beside it.  A group
+        # changes when the head is empty and the FIFO has a beat (load), or when the head
+        # has a beat and its residual is there (a pop: the next slice, or after the last
+        # slice the next beat, or whatever the FIFO's output holds when it has none: the
+        # head is then empty and its bits unused).
+        shifted = next_slice(head[:p.bus_width])
+        group_bits = -(-p.bus_width // HEAD_GROUPS)
+        valid_copies = replicas(m, "head_valid", head_valid_next, HEAD_GROUPS, reset_less=False)
+        for g, valid_copy in enumerate(valid_copies):
+            bits = slice(g * group_bits, min((g + 1) * group_bits, p.bus_width))
+            with m.If(Mux(valid_copy, efifo.r_rdy, sfifo.r_rdy)):
+                m.d.sync += head[bits].eq(Mux(valid_copy & ~walk.slice_last, shifted[bits],
+                                              sfifo.r_data[bits]))
         pop_data = head[:p.bus_width]
         pop_last = head[p.bus_width]
         pop_first_of_batch = head[p.bus_width + 1]
@@ -1262,9 +1298,9 @@ class SgdCore(wiring.Component):
         g5_sum = [Signal(signed(gacc_width), name=f"g5_sum{b}", reset_less=True)
                   for b in range(lanes)]
         def same_word(b, valid, en, parity, row_of):
-            """A write ahead of G3's beat is to bank ``b``'s word that G3's beat reads."""
-            return (valid & ~pipe_reset & en[b] & (parity == g3_parity)
-                    & (row_of[b] == g3_rows[b]))
+            """A write ahead of G3's beat is to bank ``b``'s word that G3's beat reads.  (A
+            pipeline reset needs no term here: it clears G3's beat, whose sum is not written.)"""
+            return valid & en[b] & (parity == g3_parity) & (row_of[b] == g3_rows[b])
 
         for b in range(lanes):
             h_memory = stage(f"h_memory{b}", signed(gacc_width),
@@ -1296,10 +1332,13 @@ class SgdCore(wiring.Component):
             m.d.sync += grad_batches_done.eq(grad_batches_done + 1)
         batch_begins = slice_issue & feed.sample_last & last_of_batch
         batch_written = g4_valid & g4_batch_end
-        pending_next = Signal.like(batches_pending)
-        m.d.comb += pending_next.eq(batches_pending + batch_begins - batch_written)
-        m.d.sync += [batches_pending.eq(pending_next),
-                     gradients_ready.eq(Mux(keep, pending_next <= 1, pending_next == 0))]
+        # Both outcomes of the (late) batch begin are made from registers first; it only
+        # chooses between them.
+        pending_if = [Signal.like(batches_pending, name=f"pending_if_begin{k}") for k in (0, 1)]
+        m.d.comb += [pending_if[k].eq(batches_pending + k - batch_written) for k in (0, 1)]
+        ready_if = [Mux(keep, pending <= 1, pending == 0) for pending in pending_if]
+        m.d.sync += [batches_pending.eq(Mux(batch_begins, pending_if[1], pending_if[0])),
+                     gradients_ready.eq(Mux(batch_begins, ready_if[1], ready_if[0]))]
 
         # Gradient-memory read addresses: the fused update (stage A) or the gradient path (G2).
         for z in range(2):
@@ -1311,7 +1350,7 @@ class SgdCore(wiring.Component):
         # ======================================================================================
         # (in_flight holds the valid bits of both paths' multi-cycle steps.)
         forward_busy = a_valid | b_valid | s_valid | r_valid | Cat(*in_flight).any()
-        gradient_busy = (sfifo.r_rdy | head_valid | efifo.r_rdy | g1_valid | g3_valid
+        gradient_busy = (sfifo_w_en | sfifo.r_rdy | head_valid | efifo.r_rdy | g1_valid | g3_valid
                          | h_valid | g4_valid)
 
         with m.Switch(state):

@@ -135,6 +135,12 @@ class HostLinkBridge(wiring.Component):
         n_beats = Signal(16)
         index = Signal(16)          # the word or beat being executed
         total = Signal(16)          # words or beats to execute
+        # The last index, payload byte and reply byte, registered with the counts they end:
+        # the state machine's end-of-loop tests are equalities of registers (no subtraction
+        # before the next-state and pointer logic).
+        last_index = Signal(16)
+        last_byte = Signal(16)
+        reply_last = Signal(16)
         detail = Signal(16)
         reply_len = Signal(16)
         address = Signal(ADDR_WIDTH)
@@ -142,6 +148,7 @@ class HostLinkBridge(wiring.Component):
         fetched = Signal(range(beat_bytes + 1))
         took = Signal()             # a buffer read was issued last cycle: shift its byte in
         gather = Signal(w + 8)
+        tx_byte = Signal(8)         # the reply's payload byte being sent
         word = Signal(32)
         aw_done, w_done = Signal(), Signal()
         waited = Signal(range(lp.ready_timeout + 1))
@@ -170,11 +177,13 @@ class HostLinkBridge(wiring.Component):
         m.d.comb += [crc_rx.eq(crc16_next(crc, data)), crc_tx.eq(crc16_next(crc, utx.data))]
 
         def error(value, detail_value=0):
-            m.d.sync += [code.eq(value), detail.eq(detail_value), reply_len.eq(2)]
+            m.d.sync += [code.eq(value), detail.eq(detail_value), reply_len.eq(2),
+                         reply_last.eq(1)]
             m.next = "TX_SOF"
 
         def ok(payload_len=0):
-            m.d.sync += [code.eq(link.Code.OK), reply_len.eq(payload_len), ptr.eq(0)]
+            m.d.sync += [code.eq(link.Code.OK), reply_len.eq(payload_len),
+                         reply_last.eq(payload_len - 1), ptr.eq(0)]
             m.next = "TX_SOF"
 
         def receiving():
@@ -214,7 +223,8 @@ class HostLinkBridge(wiring.Component):
                             m.d.sync += length[:8].eq(data)
                         with m.Case(3):
                             full = Cat(length[:8], data)
-                            m.d.sync += [length[8:].eq(data), hdr_idx.eq(0)]
+                            m.d.sync += [length[8:].eq(data), hdr_idx.eq(0),
+                                         last_byte.eq(full - 1)]
                             with m.If(full > link.MAX_PAYLOAD):
                                 m.next = "DISCARD"
                             with m.Elif(full == 0):
@@ -235,7 +245,7 @@ class HostLinkBridge(wiring.Component):
                         m.d.sync += [beat_pos.eq(0), n_beats.eq(n_beats + 1)]
                     with m.Else():
                         m.d.sync += beat_pos.eq(beat_pos + 1)
-                    with m.If(ptr == length - 1):
+                    with m.If(ptr == last_byte):
                         m.next = "CRC"
 
             with m.State("CRC"):
@@ -262,19 +272,20 @@ class HostLinkBridge(wiring.Component):
                     error(link.Code.BAD_CRC)
                 with m.Elif(cmd == link.Command.READ):
                     with m.If((length == 4) & (count >= 1) & (count <= link.MAX_WORDS)):
-                        m.d.sync += total.eq(count)
+                        m.d.sync += [total.eq(count), last_index.eq(count - 1)]
                         m.next = "READ_AR"
                     with m.Else():
                         error(link.Code.BAD_LENGTH)
                 with m.Elif(cmd == link.Command.WRITE):
                     with m.If((length >= 6) & (length[:2] == 2)):
-                        m.d.sync += [total.eq(length[2:]), ptr.eq(2)]
+                        m.d.sync += [total.eq(length[2:]), last_index.eq(length[2:] - 1),
+                                     ptr.eq(2)]
                         m.next = "WRITE_FETCH"
                     with m.Else():
                         error(link.Code.BAD_LENGTH)
                 with m.Elif(cmd == link.Command.STREAM):
                     with m.If((beat_pos == 0) & (n_beats != 0)):
-                        m.d.sync += total.eq(n_beats)
+                        m.d.sync += [total.eq(n_beats), last_index.eq(n_beats - 1)]
                         m.next = "BEAT_FETCH"
                     with m.Else():
                         error(link.Code.BAD_LENGTH)
@@ -284,7 +295,7 @@ class HostLinkBridge(wiring.Component):
             def next_word(then):
                 m.d.sync += [index.eq(index + 1),
                              address.eq(Mux(increment, address + 4, address))]
-                with m.If(index == total - 1):
+                with m.If(index == last_index):
                     ok(Mux(cmd == link.Command.READ, total << 2, 0))
                 with m.Else():
                     m.next = then
@@ -368,13 +379,18 @@ class HostLinkBridge(wiring.Component):
                         with m.If(reply_len == 0):
                             m.next = "TX_CRC"
             with m.State("TX_PAYLOAD_WAIT"):  # the buffer read of ``ptr`` lands
+                m.next = "TX_PAYLOAD_LATCH"
+            with m.State("TX_PAYLOAD_LATCH"):
+                # The byte is registered before it is sent: the block RAM's output then
+                # reaches only this register, not the CRC and the transmitter.
+                m.d.sync += tx_byte.eq(Mux(code == link.Code.OK, rd.data,
+                                           detail.word_select(index[0], 8)))
                 m.next = "TX_PAYLOAD"
             with m.State("TX_PAYLOAD"):
-                value = Mux(code == link.Code.OK, rd.data, detail.word_select(index[0], 8))
-                send(value, "TX_PAYLOAD_WAIT")
+                send(tx_byte, "TX_PAYLOAD_WAIT")
                 with m.If(utx.ready):
                     m.d.sync += [ptr.eq(ptr + 1), index.eq(index + 1)]
-                    with m.If(index == reply_len - 1):
+                    with m.If(index == reply_last):
                         m.next = "TX_CRC"
             with m.State("TX_CRC"):
                 send(crc.word_select(~hdr_idx[0], 8), "TX_CRC", checked=False)

@@ -77,7 +77,7 @@ UNDEFINED_COLLISIONS = "\n".join([
 #: resolve the congestion of the engine's placement: about 60 k overused wires after an hour,
 #: where ``router2`` finishes in minutes; ``docs/results/synthesis.md``, "Flow").
 NEXTPNR_OPTIONS = ("--report report.json --detailed-timing-report --timing-allow-fail "
-                   "--router router2")
+                   "--router router2 --placer-heap-timingweight 40 --placer-heap-critexp 4")
 
 #: How many groups of late endpoints :func:`summarize` lists when a clock fails.
 LATE_GROUPS = 12

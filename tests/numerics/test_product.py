@@ -9,7 +9,7 @@ import itertools
 import random
 
 import pytest
-from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.hdl import Fragment, Module, Signal, signed, unsigned
 from amaranth.sim import Simulator
 
 from zipsgd.hw.arith import LIMB_BITS, Product
@@ -23,6 +23,9 @@ SHAPES = [
     (signed(18), signed(18)),     # one limb each
     (signed(19), unsigned(17)),   # one limb past it
     (unsigned(35), unsigned(18)),
+    (signed(32), unsigned(32)),   # low limbs' and high limbs' products side by side
+    (unsigned(34), unsigned(34)),
+    (signed(53), signed(53)),     # nine partial products: three stages of sums
 ]
 
 
@@ -62,3 +65,12 @@ def test_product_is_exact(shape_a, shape_b):
     got = got[product.latency - 1:][:len(pairs)]
     bad = [(x, y, g) for (x, y), g in zip(pairs, got, strict=True) if x * y != g]
     assert not bad, f"(a, b, hardware): {bad[:5]}"
+
+
+@pytest.mark.parametrize("shape_a,shape_b,latency", [
+    (signed(18), signed(18), 1), (signed(32), signed(10), 2), (signed(32), signed(32), 2),
+    (signed(53), unsigned(32), 3), (signed(53), signed(53), 3)], ids=str)
+def test_latency_is_one_stage_per_four_partial_products(shape_a, shape_b, latency):
+    m = Module()
+    assert Product(m, Signal(shape_a), Signal(shape_b), "p").latency == latency
+    Fragment.get(m, None)     # (elaborated: an unused module is a warning)
