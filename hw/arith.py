@@ -172,16 +172,26 @@ class Rounder:
         (``lo_minus_one`` is ``lo - 1``), over four clock cycles; returns ``(clamped,
         clipped, latency)``.
 
-        The saturation tests are made in the last rounding stage, from ``floor`` and the
-        increment instead of their sum: ``floor + inc > hi`` is ``floor > hi`` or
-        ``inc and floor == hi``; ``floor + inc < lo`` is ``floor < lo`` unless
-        ``inc and floor == lo - 1``.  The fourth stage only chooses.
+        The saturation tests are made from ``floor`` and the increment instead of their sum:
+        ``floor + inc > hi`` is ``floor > hi`` or ``inc and floor == hi``; ``floor + inc < lo``
+        is ``floor < lo`` unless ``inc and floor == lo - 1``.  The comparisons of ``floor``
+        are registered beside the increment (a carry chain each, in parallel with its
+        own), the last rounding stage combines them, and the fourth stage only chooses.
         """
         result, floor, increment, latency = self._stages(m, value, rand, name)
+        floor1 = self._floor1
+
+        def test(label, expr):
+            sig = Signal(name=f"{name}_{label}", reset_less=True)
+            m.d.sync += sig.eq(expr)
+            return sig
+
+        above, at_hi = test("above", floor1 > hi), test("at_hi", floor1 == hi)
+        below, at_lo_m1 = test("below", floor1 < lo), test("at_lo_m1", floor1 == lo_minus_one)
         over = Signal(name=f"{name}_over", reset_less=True)
         under = Signal(name=f"{name}_under", reset_less=True)
-        m.d.sync += [over.eq((floor > hi) | (increment & (floor == hi))),
-                     under.eq((floor < lo) & ~(increment & (floor == lo_minus_one)))]
+        m.d.sync += [over.eq(above | (increment & at_hi)),
+                     under.eq(below & ~(increment & at_lo_m1))]
         clamped = Signal(signed(max_width), name=f"{name}_clamped", reset_less=True)
         clipped = Signal(name=f"{name}_clipped", reset_less=True)
         m.d.sync += [clamped.eq(Mux(over, hi, Mux(under, lo, result))[:max_width].as_signed()),
@@ -256,6 +266,7 @@ class Rounder:
         total = Cat(carry_in, filled) + Cat(carry_in, addend)
         increment = register("increment", 1, total[span + 1])
         floor2 = register("floor2", signed(width), floor1)
+        self._floor1 = floor1      # (for pipelined_saturating's tests, beside the carry)
         result = register("result", signed(width + 1), floor2 + increment)
         return result, floor2, increment, 2 if constant else 3
 

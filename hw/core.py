@@ -663,7 +663,12 @@ class SgdCore(wiring.Component):
         next_slice = _SliceShift(m, cfg, p.bus_width, lanes)
 
         # The fused-update window and each slicer's matches in it (registers, see track()).
-        window = _UpdateWindow(m, pipe_reset)
+        # The window is cleared a cycle after a pipeline reset (from a register, not from the
+        # reset's wide net): nothing issues in the cycle after one (START, or IDLE after an
+        # abort), and the clear also wins over the slicer's matches made in that cycle.
+        window_reset = Signal()
+        m.d.sync += window_reset.eq(pipe_reset)
+        window = _UpdateWindow(m, window_reset)
         issue_valid, issue_fused = Signal(), Signal()
         issue_f0 = Signal(field_bits)
 
@@ -915,6 +920,14 @@ class SgdCore(wiring.Component):
             m.d.sync += sig.eq(value)
             return sig
 
+        def raw_copy(site, lane):
+            """A copy of the latched raw32 flag for one lane's choice at one stage, a cycle
+            behind it (these stages see a beat at least two cycles after the start latches
+            it): one flip-flop beside each multiplexer, not one for the whole die."""
+            if lane >= raw_lanes:
+                return cfg.raw           # (unused: a quantized lane has no choice)
+            return replicas(m, f"raw_{site}{lane}", cfg.raw, 1)[0]
+
         def carry(prefix, src, drop=(), replicate=()):
             """The next stage's registers of every member of ``src`` but ``drop`` (a member is
             a value or a list of per-lane values; the valid bit is cleared by a reset).  Each
@@ -947,7 +960,11 @@ class SgdCore(wiring.Component):
             "valid": b_valid, "fused": b_fused, "flush": b_flush, "first": b_first,
             "last": b_last, "pass_end": b_pass_end, "f0": b_f0, "label": dec.label,
             "forward": b_forward, "mask": Cat(*mask_banks),
-            "ops": [_operand(b_first_lanes[i], cfg.raw, i < raw_lanes) for i in range(lanes)],
+            # (A raw lane's word goes on whole: its operand is chosen in D, off the decoder's
+            # output path.)
+            "ops": [b_first_lanes[i] if i < raw_lanes else _operand(b_first_lanes[i], cfg.raw,
+                                                                    False)
+                    for i in range(lanes)],
             "x": b_x, "g": b_g,
             "rand_step": [rand_banks[b][:RAND_BITS] for b in range(lanes)],
             "rand_decay": [rand_banks[b][16:32] for b in range(lanes)],
@@ -1071,14 +1088,17 @@ class SgdCore(wiring.Component):
         lane_mask = rotate(m, [u13["mask"][b] for b in range(lanes)], u13_shift, "lane_mask_rot")
         d_x = [stage(f"d_x{i}", signed(32), Mux(lane_mask[i], x_lanes[i], 0))
                for i in range(lanes)]
-        d_op = [stage(f"d_op{i}", u13["ops"][i].shape(), u13["ops"][i]) for i in range(lanes)]
+        d_op = [stage(f"d_op{i}", u13["ops"][i].shape(),
+                      _operand(u13["ops"][i], raw_copy("d_op", i), True) if i < raw_lanes
+                      else u13["ops"][i])
+                for i in range(lanes)]
 
         # Stage E: products F1 * x (docs/ENGINE.md stage 2), pipelined multipliers, then the
         # raw32 alignment.
         e_mul = [Product(m, d_op[i], d_x[i], f"e_mul{i}", platform) for i in range(lanes)]
         e = delay_all(carry("e_m", d), e_mul[0].latency - 1, "e_m")
         e = carry("e", e)
-        products = [stage(f"e_p{i}", signed(42), _align_raw(e_mul[i].value, cfg.raw,
+        products = [stage(f"e_p{i}", signed(42), _align_raw(e_mul[i].value, raw_copy("e_p", i),
                                                             i < raw_lanes))
                     for i in range(lanes)]
 
@@ -1245,7 +1265,8 @@ class SgdCore(wiring.Component):
         in_flight.append(go["valid"])
         go_mask = stage("go_mask", lanes, g1b["range"] & gdec.valid)
         go_op = [stage(f"go_op{i}", signed(32 if i < raw_lanes else _QUANT_WIDTH),
-                       _operand(g1b_second[i], cfg.raw, i < raw_lanes)) for i in range(lanes)]
+                       _operand(g1b_second[i], raw_copy("go_op", i), i < raw_lanes))
+                 for i in range(lanes)]
         g_mul = [Product(m, go["e"], go_op[i], f"g_mul{i}", platform) for i in range(lanes)]
         g_lat = g_mul[0].latency
         g2_valid = delay("g2_valid", go["valid"], g_lat, valid=True)
@@ -1258,7 +1279,8 @@ class SgdCore(wiring.Component):
         # block RAMs' address is then a choice between two registers.
         g2_rows = [delay(f"g2_row{b}", _row(go["f0"][log_lanes:], go["f0"][:log_lanes], b, lanes),
                          g_lat) for b in range(lanes)]
-        g2_c_wide = [_align_raw(g_mul[i].value, cfg.raw, i < raw_lanes) for i in range(lanes)]
+        g2_c_wide = [_align_raw(g_mul[i].value, raw_copy("g2_c", i), i < raw_lanes)
+                     for i in range(lanes)]
 
         # G2 (combinational part): rotate to banks, issue the reads.
         g2_neg = Signal(log_lanes)

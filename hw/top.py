@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from amaranth.back import verilog
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -79,8 +79,13 @@ class ZipsgdEngine(wiring.Component):
                      for port, member in _CONFIG.items()]
         m.d.comb += [getattr(regs.status, name).eq(getattr(core, name)) for name in _STATUS]
         m.d.comb += [core.model_index.eq(regs.model.index), core.model_wdata.eq(regs.model.wdata),
-                     core.model_write.eq(regs.model.write), core.model_read.eq(regs.model.read),
-                     regs.model.rdata.eq(core.model_rdata), regs.model.rvalid.eq(core.model_rvalid)]
+                     core.model_write.eq(regs.model.write), core.model_read.eq(regs.model.read)]
+        # The model port's answer is registered on its way to the register file (a cycle more
+        # per MODEL_DATA read): the model memory's output and its bank choice end at a
+        # flip-flop, not at RDATA's choice.
+        answer_data, answer_valid = Signal(32), Signal()
+        m.d.sync += [answer_data.eq(core.model_rdata), answer_valid.eq(core.model_rvalid)]
+        m.d.comb += [regs.model.rdata.eq(answer_data), regs.model.rvalid.eq(answer_valid)]
         return m
 
 
