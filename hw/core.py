@@ -53,6 +53,7 @@ from ..spec.stream import (
     StreamLayout,
 )
 from .arith import (
+    REPLICA_ATTRIBUTE,
     Product,
     Rounder,
     any_of,
@@ -171,6 +172,7 @@ class _Slicer:
     def __init__(self, m, cfg: _Config, limits: _SliceLimits, lanes: int, max_slices: int,
                  field_bits: int, name: str):
         self._cfg, self._limits, self._name = cfg, limits, name
+        self._slice_last_copies = []
         self._lanes, self._sliced = lanes, max_slices > 1
         self.f0 = Signal(field_bits, name=f"{name}_f0")
         self.beat_f0 = Signal(field_bits, name=f"{name}_beat_f0")
@@ -212,11 +214,20 @@ class _Slicer:
                                      | (f0 > limits.next_slice_ends)),
         ]
 
+    def slice_last_copy(self, name: str) -> Signal:
+        """A register that always equals ``slice_last`` (loaded by the same moves), for logic
+        placed away from the slicer's own; made before the first :meth:`advance` or
+        :meth:`restart`."""
+        copy = Signal(name=f"{self._name}_{name}", attrs={REPLICA_ATTRIBUTE: 1})
+        self._slice_last_copies.append(copy)
+        return copy
+
     def _go(self, m, f0, beat_f0, index, slice_last, beat_last, next_beat, next_slice):
+        m.d.sync += [copy.eq(slice_last if self._sliced else 1)
+                     for copy in (self.slice_last, *self._slice_last_copies)]
         m.d.sync += [self.f0.eq(f0), self.beat_f0.eq(beat_f0), self.index.eq(index),
                      self.at_start.eq(isinstance(f0, int) and f0 == 0),
                      self.first_slice.eq(isinstance(index, int) and index == 0),
-                     self.slice_last.eq(slice_last if self._sliced else 1),
                      self.beat_last.eq(beat_last), self.next_beat.eq(next_beat),
                      self.next_slice.eq(next_slice)]
         if isinstance(f0, int):    # the restart: the sample's first slice
@@ -894,19 +905,23 @@ class SgdCore(wiring.Component):
         b_first_lanes = [dec.first[i] for i in range(lanes)]
         b_mask = Signal(lanes)
         m.d.comb += b_mask.eq(b_range_mask & dec.valid)
-        # The label (lane 0 of the sample's first beat) goes on as decoded; U1 aligns it to the
-        # dot product's format (so that the residual stage is one subtraction).
-        b_shift = b_f0[:log_lanes]
-        neg_shift = Signal(log_lanes)
-        m.d.comb += neg_shift.eq(-b_shift)
+        # The lane -> bank rotation's amount, -b_f0 mod L, registered from stage A's offset,
+        # one copy for each rotation below (each drives a few dozen multiplexers).
+        rot_rand_step, rot_rand_decay, rot_mask = replicas(
+            m, "b_rotation", (-a_f0[:log_lanes])[:log_lanes], 3)
         b_x = [model_data[b] for b in range(lanes)]
         b_g = [Signal(signed(gacc_width), name=f"b_g{b}") for b in range(lanes)]
-        m.d.comb += [b_g[b].eq(Mux(b_parity, grad_data[1][b], grad_data[0][b]))
+        # (The gradient set's choice on a register of its own per bank, beside its RAMs.)
+        b_parity_banks = replicas(m, "b_parity", a_parity, lanes)
+        m.d.comb += [b_g[b].eq(Mux(b_parity_banks[b], grad_data[1][b], grad_data[0][b]))
                      for b in range(lanes)]
         rand_lanes = [Signal(32, name=f"rand_lane{i}") for i in range(lanes)]
         m.d.comb += [rand_lanes[i].eq(rng.value[i]) for i in range(lanes)]
-        rand_banks = rotate(m, rand_lanes, neg_shift, "rand_rot")
-        mask_banks = rotate(m, [b_mask[i] for i in range(lanes)], neg_shift, "mask_rot")
+        rand_step_banks = rotate(m, [r[:RAND_BITS] for r in rand_lanes], rot_rand_step,
+                                 "rand_step_rot")
+        rand_decay_banks = rotate(m, [r[16:32] for r in rand_lanes], rot_rand_decay,
+                                  "rand_decay_rot")
+        mask_banks = rotate(m, [b_mask[i] for i in range(lanes)], rot_mask, "mask_rot")
 
         # ======================================================================================
         # Update pipeline U1..U13 (docs/HARDWARE.md, "Update pipeline"): a fused beat's words
@@ -966,10 +981,11 @@ class SgdCore(wiring.Component):
                                                                     False)
                     for i in range(lanes)],
             "x": b_x, "g": b_g,
-            "rand_step": [rand_banks[b][:RAND_BITS] for b in range(lanes)],
-            "rand_decay": [rand_banks[b][16:32] for b in range(lanes)],
+            "rand_step": rand_step_banks,
+            "rand_decay": rand_decay_banks,
         })
-        # U1: the label aligned to the dot product's format (a shift by a setting).
+        # U1: the label (lane 0 of the sample's first beat, as decoded) aligned to the dot
+        # product's format (a shift by a setting), so that the residual stage is one subtraction.
         label = u1["label"]
         u1["label"] = Mux(label_left, label.as_signed() << label_amount,
                           label.as_signed() >> label_amount)[:64].as_signed()
@@ -1114,9 +1130,18 @@ class SgdCore(wiring.Component):
             level = pairs
             depth += 1
             if depth % 2 == 0 or len(level) == 1:
+                before = tree
                 tree = carry(f"t{depth}", tree)
                 level = [stage(f"t{depth}_s{k}", v.shape(), v) for k, v in enumerate(level)]
         tree_out = level[0]
+        # Whether the tree's last stage holds a stream slice (valid, not a flush beat), and one
+        # of its first slice and of its last, as registers beside it (each enables dozens of
+        # the accumulator's and the sample stage's flip-flops), made with its valid bit.
+        dot_take = before["valid"] & ~pipe_reset & ~before["flush"]
+        acc_take, first_take, last_take = (
+            replicas(m, name, value, 1, reset_less=False)[0] for name, value in (
+                ("acc_take", dot_take), ("acc_first_take", dot_take & before["first"]),
+                ("acc_last_take", dot_take & before["last"])))
 
         # Per-sample accumulation.
         acc = Signal(signed(dot_width))
@@ -1125,14 +1150,14 @@ class SgdCore(wiring.Component):
         s_dot = Signal(signed(dot_width))
         s_label = Signal(signed(64))      # aligned (stage B)
         m.d.sync += s_valid.eq(0)
-        with m.If(tree["valid"] & ~tree["flush"]):
-            total = Mux(tree["first"], tree_out, acc + tree_out)
+        total = Mux(tree["first"], tree_out, acc + tree_out)
+        with m.If(acc_take):
             m.d.sync += acc.eq(total)
-            with m.If(tree["first"]):
-                m.d.sync += held_label.eq(tree["label"])
-            with m.If(tree["last"]):
-                m.d.sync += [s_valid.eq(~pipe_reset), s_dot.eq(total),
-                             s_label.eq(Mux(tree["first"], tree["label"], held_label))]
+        with m.If(first_take):
+            m.d.sync += held_label.eq(tree["label"])
+        with m.If(last_take):
+            m.d.sync += [s_valid.eq(~pipe_reset), s_dot.eq(total),
+                         s_label.eq(Mux(tree["first"], tree["label"], held_label))]
 
         # Stage R: residual (stage 3); the residual generator steps once per sample.
         r_valid = stage("r_valid", 1, s_valid & ~pipe_reset)
@@ -1201,7 +1226,10 @@ class SgdCore(wiring.Component):
         head = Signal(p.bus_width + 4)
         pop = Signal()     # a slice of the head beat goes to G1
         head_done = Signal()
-        m.d.comb += [pop.eq(head_valid & efifo.r_rdy), head_done.eq(pop & walk.slice_last),
+        # The FIFO's read enable and the head's valid bit see the slicer's slice_last in a
+        # copy of their own, placed beside the FIFO rather than beside the slicer.
+        fifo_slice_last = walk.slice_last_copy("slice_last_fifo")
+        m.d.comb += [pop.eq(head_valid & efifo.r_rdy), head_done.eq(pop & fifo_slice_last),
                      sfifo.r_en.eq(~head_valid | head_done)]
         # Like the stream's copy, the head moves on by a slice with every slice popped.
         head_valid_next = Signal()
@@ -1221,15 +1249,16 @@ class SgdCore(wiring.Component):
         valid_copies = replicas(m, "head_valid", head_valid_next, HEAD_GROUPS, reset_less=False)
         for g, valid_copy in enumerate(valid_copies):
             bits = slice(g * group_bits, min((g + 1) * group_bits, p.bus_width))
+            last_copy = walk.slice_last_copy(f"slice_last_head{g}")
             with m.If(Mux(valid_copy, efifo.r_rdy, sfifo.r_rdy)):
-                m.d.sync += head[bits].eq(Mux(valid_copy & ~walk.slice_last, shifted[bits],
+                m.d.sync += head[bits].eq(Mux(valid_copy & ~last_copy, shifted[bits],
                                               sfifo.r_data[bits]))
         pop_data = head[:p.bus_width]
         pop_last = head[p.bus_width]
         pop_first_of_batch = head[p.bus_width + 1]
         pop_last_of_batch = head[p.bus_width + 2]
         pop_parity = head[p.bus_width + 3]
-        m.d.comb += efifo.r_en.eq(pop & pop_last & walk.slice_last)
+        m.d.comb += efifo.r_en.eq(pop & pop_last & walk.slice_last_copy("slice_last_efifo"))
         with m.If(pop):
             walk.advance(m)
         with m.If(pipe_reset):
@@ -1296,6 +1325,7 @@ class SgdCore(wiring.Component):
         g3_overwrite = stage("g3_overwrite", 1, g2_overwrite)
         g3_batch_end = stage("g3_batch_end", 1, g2_batch_end)
         g3_parity = stage("g3_parity", 1, g2_parity)
+        g3_parity_banks = replicas(m, "g3_parity", g2_parity, lanes)   # (per bank, as b_parity)
         g3_rows = [stage(f"g3_row{b}", range(rows), g2_rows[b]) for b in range(lanes)]
         g3_en = stage("g3_en", lanes, Cat(*en_banks))
         g3_c = [stage(f"g3_c{b}", signed(42), c_banks[b]) for b in range(lanes)]
@@ -1326,7 +1356,8 @@ class SgdCore(wiring.Component):
 
         for b in range(lanes):
             h_memory = stage(f"h_memory{b}", signed(gacc_width),
-                             Mux(g3_parity, grad_data[1][b], grad_data[0][b]), reset_less=True)
+                             Mux(g3_parity_banks[b], grad_data[1][b], grad_data[0][b]),
+                             reset_less=True)
             # Forwarding: writes of the three cycles before the read (the read is in G2, the
             # addition two cycles later, in H) are not in the memory data.  The choice is
             # made a cycle ahead, in G3, against the stages that will be G4, G5 and G6; the
@@ -1397,10 +1428,11 @@ class SgdCore(wiring.Component):
                 with m.Elif(slice_issue & feed.sample_last & last_sample):
                     m.d.sync += state.eq(DRAIN)
             with m.Case(DRAIN):
-                # in_batch, a cycle late, is the epoch's batch count here: the last issue is
-                # the forward path's depth behind (forward_busy).
-                with m.If(~forward_busy & ~gradient_busy
-                          & (grad_batches_done == in_batch)):
+                # Every begun batch's gradient is written: batches_pending (begun less written,
+                # a 4-bit register) is 0, which here is grad_batches_done == in_batch without
+                # comparing the 64-bit counters (the last issue is the forward path's depth
+                # behind, forward_busy, so in_batch has caught up).
+                with m.If(~forward_busy & ~gradient_busy & (batches_pending == 0)):
                     last = in_batch - 1
                     m.d.sync += [state.eq(FLUSH), flushing.eq(1)]
                     sweep.restart(m)
@@ -1423,17 +1455,21 @@ class SgdCore(wiring.Component):
         with m.If(self.abort_epoch):
             m.d.sync += [state.eq(IDLE), flushing.eq(0)]
 
-        # Model port: reads answer one cycle later; use while busy is an error.
-        port_pending = Signal()
-        port_pending_bank = Signal(log_lanes)
+        # Model port: reads answer two cycles later (the banks' words are registered before
+        # the bank is chosen: a block RAM's output is late in its cycle); use while busy is
+        # an error, answered 0 at once.
+        port_pending, port_answer = Signal(), Signal()
+        port_pending_bank, port_answer_bank = Signal(log_lanes), Signal(log_lanes)
+        port_words = [Signal(32, name=f"port_word{b}", reset_less=True) for b in range(lanes)]
         port_use = self.model_read | self.model_write
         m.d.comb += error_events[ErrorBit.MODEL_PORT_BUSY].eq(port_use & port_closed)
         m.d.sync += [port_pending.eq(self.model_read & ~port_closed),
-                     port_pending_bank.eq(port_bank)]
-        bank_data = Array(model_data[b] for b in range(lanes))
+                     port_pending_bank.eq(port_bank),
+                     port_answer.eq(port_pending), port_answer_bank.eq(port_pending_bank)]
+        m.d.sync += [word.eq(model_data[b]) for b, word in enumerate(port_words)]
         m.d.comb += [
-            self.model_rvalid.eq(port_pending | (self.model_read & port_closed)),
-            self.model_rdata.eq(Mux(port_pending, bank_data[port_pending_bank], 0)),
+            self.model_rvalid.eq(port_answer | (self.model_read & port_closed)),
+            self.model_rdata.eq(Mux(port_answer, Array(port_words)[port_answer_bank], 0)),
         ]
         # Counters restart at an accepted start.  Last in the module, so that this assignment
         # wins over any increment in the start cycle (a discarded beat, a sample leaving the
