@@ -748,6 +748,15 @@ class SgdCore(wiring.Component):
         # decoder's beat) choose between the two with it: ``flush_issue``, which waits for
         # the update window, only makes the valid bit.
         flushing = Signal()
+        # Copies of ``flushing`` (loaded with it) for the decoder's beat choice and the issued
+        # slice's rows: each drives dozens of multiplexers beside the decoder and the banks.
+        flushing_data, flushing_rows = (
+            Signal(name=f"flushing_{use}", attrs={REPLICA_ATTRIBUTE: 1})
+            for use in ("data", "rows"))
+
+        def set_flushing(value):
+            return [copy.eq(value) for copy in (flushing, flushing_data, flushing_rows)]
+
         m.d.comb += flush_issue.eq(flushing & flush_gate)
 
         slice_issue = take | held_issue
@@ -846,7 +855,7 @@ class SgdCore(wiring.Component):
         # any issue.  A flush issues while ``flushing``: its beat is all zeros.)
         m.submodules.decoder = dec = FieldDecoder(bus_width=p.bus_width, lanes=lanes,
                                                   latency=2, settings_latency=1)
-        m.d.comb += [dec.data.eq(Mux(flushing, 0, Mux(mid_beat, held_data, self.s_data))),
+        m.d.comb += [dec.data.eq(Mux(flushing_data, 0, Mux(mid_beat, held_data, self.s_data))),
                      dec.encoding.eq(cfg.encoding), dec.bits.eq(cfg.bits)]
         # The memory rows of the issued slice, registered with it (each slicer's from its own
         # offset register; the issue only chooses).
@@ -854,7 +863,7 @@ class SgdCore(wiring.Component):
             return [_row(f0[log_lanes:], f0[:log_lanes], b, lanes) for b in range(lanes)]
 
         a_rows = [Signal(field_bits - log_lanes, name=f"a_row{b}") for b in range(lanes)]
-        m.d.sync += [row.eq(Mux(flushing, flush_row, in_row)) for row, flush_row, in_row
+        m.d.sync += [row.eq(Mux(flushing_rows, flush_row, in_row)) for row, flush_row, in_row
                      in zip(a_rows, rows_of(flush_f0), rows_of(in_f0), strict=True)]
         lane_field = [a_f0 + i for i in range(lanes)]
         # A lane is used when its field is a feature and in the beat (the decoder's valid, in
@@ -1434,7 +1443,7 @@ class SgdCore(wiring.Component):
                 # behind, forward_busy, so in_batch has caught up).
                 with m.If(~forward_busy & ~gradient_busy & (batches_pending == 0)):
                     last = in_batch - 1
-                    m.d.sync += [state.eq(FLUSH), flushing.eq(1)]
+                    m.d.sync += [state.eq(FLUSH), *set_flushing(1)]
                     sweep.restart(m)
                     with m.If(keep & (in_batch >= 2)):
                         m.d.sync += [flush_pass.eq(2), flush_parity.eq(~last[0])]
@@ -1451,9 +1460,9 @@ class SgdCore(wiring.Component):
             sweep.advance(m)
             with m.If(sweep.sample_last):
                 m.d.sync += [flush_pass.eq(flush_pass - 1), flush_parity.eq(~flush_parity),
-                             flushing.eq(flush_pass != 1)]
+                             *set_flushing(flush_pass != 1)]
         with m.If(self.abort_epoch):
-            m.d.sync += [state.eq(IDLE), flushing.eq(0)]
+            m.d.sync += [state.eq(IDLE), *set_flushing(0)]
 
         # Model port: reads answer two cycles later (the banks' words are registered before
         # the bank is chosen: a block RAM's output is late in its cycle); use while busy is
