@@ -1270,7 +1270,12 @@ class SgdCore(wiring.Component):
         m.d.comb += efifo.r_en.eq(pop & pop_last & walk.slice_last_copy("slice_last_efifo"))
         with m.If(pop):
             walk.advance(m)
-        with m.If(pipe_reset):
+        # Restarted at a pipeline reset and again in START, when the settings are latched;
+        # ``starting`` (a start accepted a cycle ago) is START as a register of its own,
+        # not a decode of the state (an abort in that cycle restarts it anyway).
+        starting = Signal()
+        m.d.sync += starting.eq(start_ok)
+        with m.If(pipe_reset | starting):
             walk.restart(m)
 
         # G1: decode F2, c = e * F2 (stage 5).
@@ -1422,7 +1427,6 @@ class SgdCore(wiring.Component):
             with m.Case(START):
                 # The settings are latched now: the walkers' conditions follow them.
                 feed.restart(m)
-                walk.restart(m)
                 m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(0), batch_parity.eq(0),
                              in_samples.eq(0),
                              grad_batches_done.eq(0), acc.eq(0), state.eq(RUN),
