@@ -1502,6 +1502,7 @@ class SgdCore(wiring.Component):
             "in_samples": in_samples, "start_accepted": start_ok,
             "error_events": events,     # registered: they reach error_count a cycle later
             "flushing": flushing, "flushing_means": (state == FLUSH) & (flush_pass != 0),
+            "flushing_copies": [flushing_data, flushing_rows],
             "beat_pending": beat_taken,  # a beat taken a cycle ago, not yet in ``beats``
         }
         return m

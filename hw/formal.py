@@ -265,6 +265,8 @@ class StreamHarness(Elaboratable):
         # The flush's issue register is its definition (the stream and the flush never issue
         # together because of it).
         m.d.comb += Assert(taps["flushing"] == taps["flushing_means"])
+        # Its copies (loaded with it) are it: the decoder's beat is chosen by one of them.
+        m.d.comb += [Assert(copy == taps["flushing"]) for copy in taps["flushing_copies"]]
 
         # Handshakes while running since the accepted start, against the core's counters.  An
         # error is an event (registered) a cycle before it is in error_count, and error_count
