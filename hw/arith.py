@@ -175,19 +175,42 @@ class Rounder:
         The saturation tests are made from ``floor`` and the increment instead of their sum:
         ``floor + inc > hi`` is ``floor > hi`` or ``inc and floor == hi``; ``floor + inc < lo``
         is ``floor < lo`` unless ``inc and floor == lo - 1``.  The comparisons of ``floor``
-        are registered beside the increment (a carry chain each, in parallel with its
-        own), the last rounding stage combines them, and the fourth stage only chooses.
+        are registered beside the increment, the last rounding stage combines them, and the
+        fourth stage only chooses.  Each comparison is made of its two halves' (``floor`` is
+        twice as wide as the limits: a carry chain of its full width is longer than a cycle),
+        registered apart: with ``a = A * 2**k + a0`` and ``b = B * 2**k + b0`` (``A``, ``B``
+        signed, ``0 <= a0, b0 < 2**k``), ``a > b`` is ``A > B`` or ``A == B and a0 > b0``.
         """
         result, floor, increment, latency = self._stages(m, value, rand, name)
         floor1 = self._floor1
+        # (k must not pass a limit's width: b0 is then its low bits, B the rest, signed.)
+        split = min(len(floor1) // 2, len(hi), len(lo), len(lo_minus_one))
 
         def test(label, expr):
             sig = Signal(name=f"{name}_{label}", reset_less=True)
             m.d.sync += sig.eq(expr)
             return sig
 
-        above, at_hi = test("above", floor1 > hi), test("at_hi", floor1 == hi)
-        below, at_lo_m1 = test("below", floor1 < lo), test("at_lo_m1", floor1 == lo_minus_one)
+        def halves(value):
+            value = value.as_signed()
+            top = value[split:] if len(value) > split else value[-1]
+            return top.as_signed(), value[:split]
+
+        def compare(label, limit):
+            """Registered halves' tests of ``floor`` against ``limit``: (top >, top ==,
+            top <, low >, low ==, low <)."""
+            (a_top, a_low), (b_top, b_low) = halves(floor1), halves(limit)
+            return [test(f"{label}_{part}_{rel}", op(a, b))
+                    for part, a, b in (("top", a_top, b_top), ("low", a_low, b_low))
+                    for rel, op in (("gt", operator.gt), ("eq", operator.eq),
+                                    ("lt", operator.lt))]
+
+        top_gt, top_eq, _, low_gt, low_eq, _ = compare("hi", hi)
+        above, at_hi = top_gt | (top_eq & low_gt), top_eq & low_eq
+        _, top_eq, top_lt, _, _, low_lt = compare("lo", lo)
+        below = top_lt | (top_eq & low_lt)
+        _, top_eq, _, _, low_eq, _ = compare("lo_m1", lo_minus_one)
+        at_lo_m1 = top_eq & low_eq
         over = Signal(name=f"{name}_over", reset_less=True)
         under = Signal(name=f"{name}_under", reset_less=True)
         m.d.sync += [over.eq(above | (increment & at_hi)),

@@ -516,6 +516,13 @@ class SgdCore(wiring.Component):
         # -- state ---------------------------------------------------------------------------
         state = Signal(range(7))
         IDLE, RUN, DRAIN, FLUSH, SETTLE, DISCARD, START = range(7)
+        # state == RUN as a register of its own, loaded with the state (``enter``): the issue
+        # decision reads one flip-flop instead of a decode of three.
+        in_run = Signal()
+
+        def enter(next_state):
+            return [state.eq(next_state), in_run.eq(next_state == RUN)]
+
         errors = Signal(len(ErrorBit))
         error_events = Signal(len(ErrorBit))
         running = Signal()     # an epoch is in progress (cycles_busy counts these cycles)
@@ -690,11 +697,16 @@ class SgdCore(wiring.Component):
         batch_gate = ~feed.at_start | ~fused_sample | gradients_ready
         # A fused beat must read the words an earlier fused beat wrote: it waits out the
         # window.  A plain beat goes ahead and takes the updated words by forwarding (stage U12).
-        hazard_free = ~(fused_sample & feed.hit) & fifo_room & batch_gate
+        window_free = ~(fused_sample & feed.hit)
+        hazard_free = window_free & fifo_room & batch_gate
         accepting = Signal()
         held_issue = Signal()
-        m.d.comb += [accepting.eq((state == RUN) & hazard_free & ~mid_beat),
-                     held_issue.eq((state == RUN) & hazard_free & mid_beat)]
+        # A slice after the first of its beat is never a sample's first (at_start implies
+        # first_slice), so the batch gate, which holds only a sample's first slice, is left
+        # out of held_issue: the copy of the beat is loaded under a function of five
+        # registers, one logic level.
+        m.d.comb += [accepting.eq(in_run & hazard_free & ~mid_beat),
+                     held_issue.eq(in_run & window_free & fifo_room & mid_beat)]
         m.d.comb += self.s_ready.eq(accepting | self.draining)
         handshake = self.s_valid & self.s_ready
         # The stream's cycle and beat counters count a cycle after their events (registers):
@@ -702,8 +714,8 @@ class SgdCore(wiring.Component):
         # in RUN, and a start is accepted only from IDLE or DISCARD, two cycles or more after
         # RUN: every event is counted before a restart clears the counters.
         starved, stalled, beat_taken = Signal(), Signal(), Signal()
-        m.d.sync += [starved.eq((state == RUN) & accepting & ~self.s_valid),
-                     stalled.eq((state == RUN) & ~hazard_free & (self.s_valid | mid_beat))]
+        m.d.sync += [starved.eq(accepting & ~self.s_valid),
+                     stalled.eq(in_run & ~hazard_free & (self.s_valid | mid_beat))]
         with m.If(starved):
             m.d.sync += self.cycles_starved.eq(self.cycles_starved + 1)
         with m.If(stalled):
@@ -713,12 +725,12 @@ class SgdCore(wiring.Component):
 
         framing_ok = self.s_last == last_beat_expected
         take = Signal()
-        m.d.comb += take.eq((state == RUN) & handshake & framing_ok)
+        m.d.comb += take.eq(in_run & handshake & framing_ok)
         m.d.comb += [
             error_events[ErrorBit.TLAST_EARLY].eq(
-                (state == RUN) & handshake & self.s_last & ~last_beat_expected),
+                in_run & handshake & self.s_last & ~last_beat_expected),
             error_events[ErrorBit.TLAST_MISSING].eq(
-                (state == RUN) & handshake & ~self.s_last & last_beat_expected),
+                in_run & handshake & ~self.s_last & last_beat_expected),
         ]
 
         # Flush beats (end of epoch) share the issue point with stream beats.
@@ -1423,23 +1435,23 @@ class SgdCore(wiring.Component):
         with m.Switch(state):
             with m.Case(IDLE, DISCARD):
                 with m.If(start_ok):
-                    m.d.sync += state.eq(START)
+                    m.d.sync += enter(START)
             with m.Case(START):
                 # The settings are latched now: the walkers' conditions follow them.
                 feed.restart(m)
                 m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(0), batch_parity.eq(0),
                              in_samples.eq(0),
-                             grad_batches_done.eq(0), acc.eq(0), state.eq(RUN),
+                             grad_batches_done.eq(0), acc.eq(0), *enter(RUN),
                              batches_begun.eq(0), batches_pending.eq(0),
                              first_of_batch.eq(1), fused_sample.eq(0), gradients_ready.eq(1),
                              samples_to_begin.eq(cfg.samples - 1),
                              begin_one.eq(cfg.samples == 2), begin_two.eq(cfg.samples == 3),
                              last_sample.eq(cfg.samples == 1)]
             with m.Case(RUN):
-                with m.If((state == RUN) & handshake & ~framing_ok):
-                    m.d.sync += state.eq(DISCARD)
+                with m.If(handshake & ~framing_ok):
+                    m.d.sync += enter(DISCARD)
                 with m.Elif(slice_issue & feed.sample_last & last_sample):
-                    m.d.sync += state.eq(DRAIN)
+                    m.d.sync += enter(DRAIN)
             with m.Case(DRAIN):
                 # Every begun batch's gradient is written: batches_pending (begun less written,
                 # a 4-bit register) is 0, which here is grad_batches_done == in_batch without
@@ -1447,7 +1459,7 @@ class SgdCore(wiring.Component):
                 # behind, forward_busy, so in_batch has caught up).
                 with m.If(~forward_busy & ~gradient_busy & (batches_pending == 0)):
                     last = in_batch - 1
-                    m.d.sync += [state.eq(FLUSH), *set_flushing(1)]
+                    m.d.sync += [*enter(FLUSH), *set_flushing(1)]
                     sweep.restart(m)
                     with m.If(keep & (in_batch >= 2)):
                         m.d.sync += [flush_pass.eq(2), flush_parity.eq(~last[0])]
@@ -1455,10 +1467,10 @@ class SgdCore(wiring.Component):
                         m.d.sync += [flush_pass.eq(1), flush_parity.eq(last[0])]
             with m.Case(FLUSH):
                 with m.If(flush_pass == 0):
-                    m.d.sync += state.eq(SETTLE)
+                    m.d.sync += enter(SETTLE)
             with m.Case(SETTLE):
                 with m.If(~forward_busy):
-                    m.d.sync += [state.eq(IDLE), self.done.eq(1)]
+                    m.d.sync += [*enter(IDLE), self.done.eq(1)]
         # (flush_issue implies FLUSH with passes to do: ``flushing`` is that, as a register.)
         with m.If(flush_issue):
             sweep.advance(m)
@@ -1466,7 +1478,7 @@ class SgdCore(wiring.Component):
                 m.d.sync += [flush_pass.eq(flush_pass - 1), flush_parity.eq(~flush_parity),
                              *set_flushing(flush_pass != 1)]
         with m.If(self.abort_epoch):
-            m.d.sync += [state.eq(IDLE), *set_flushing(0)]
+            m.d.sync += [*enter(IDLE), *set_flushing(0)]
 
         # Model port: reads answer two cycles later (the banks' words are registered before
         # the bank is chosen: a block RAM's output is late in its cycle); use while busy is
@@ -1502,7 +1514,12 @@ class SgdCore(wiring.Component):
             "in_samples": in_samples, "start_accepted": start_ok,
             "error_events": events,     # registered: they reach error_count a cycle later
             "flushing": flushing, "flushing_means": (state == FLUSH) & (flush_pass != 0),
-            "flushing_copies": [flushing_data, flushing_rows],
+            # Registers loaded with others, as (copy, what it stands for): every harness
+            # asserts each pair equal (induction needs them, as it may start anywhere).
+            "register_copies": [(flushing_data, flushing), (flushing_rows, flushing),
+                                (in_run, state == RUN)],
+            # Facts of every reachable state that the logic relies on (asserted likewise).
+            "invariants": [~feed.at_start | feed.first_slice],
             "beat_pending": beat_taken,  # a beat taken a cycle ago, not yet in ``beats``
         }
         return m

@@ -182,6 +182,13 @@ def _elaborate_core(m: Module, params: EngineParams, platform) -> SgdCore:
     core = SgdCore(params)
     core._MustUse__silence = True  # elaborated below, not through Fragment.get
     m.submodules.core = core.elaborate(platform)
+    # Registers loaded together with another (a copy for fan-out, a decode of the state)
+    # equal what they stand for in every reachable state, and the core's other invariants
+    # hold; asserted in every harness, so that an induction does not start from a state
+    # where they do not.
+    m.d.comb += [Assert(copy == meaning)
+                 for copy, meaning in core.formal_taps["register_copies"]]
+    m.d.comb += [Assert(fact) for fact in core.formal_taps["invariants"]]
     return core
 
 
@@ -265,8 +272,6 @@ class StreamHarness(Elaboratable):
         # The flush's issue register is its definition (the stream and the flush never issue
         # together because of it).
         m.d.comb += Assert(taps["flushing"] == taps["flushing_means"])
-        # Its copies (loaded with it) are it: the decoder's beat is chosen by one of them.
-        m.d.comb += [Assert(copy == taps["flushing"]) for copy in taps["flushing_copies"]]
 
         # Handshakes while running since the accepted start, against the core's counters.  An
         # error is an event (registered) a cycle before it is in error_count, and error_count
