@@ -159,8 +159,9 @@ class _Slicer:
 
     Everything about the next position is ready before the move: its offset
     (``next_beat = beat_f0 + per_beat`` and ``next_slice = f0 + lanes`` are registers too) and
-    its conditions (comparisons of registers with :class:`_SliceLimits`), so that the move,
-    under the caller's late condition, only chooses.  :meth:`track` adds the same for the
+    its conditions (registers too, each move setting them for the position it moves to from
+    comparisons of offset registers with :class:`_SliceLimits`), so that the move, under the
+    caller's late condition, only chooses among registers.  :meth:`track` adds the same for the
     update window, by ``seq``, the slice's number within the sample (saturating at
     :attr:`FAR`), and ``next_seq``, that of the slice after it.  A :meth:`restart` must come
     after the settings are latched.
@@ -199,20 +200,13 @@ class _Slicer:
         # advance) the slicer: for track().
         self._advancing = Signal(name=f"{name}_advancing")
         self._restarting = Signal(name=f"{name}_restarting")
-        # The conditions of the next beat's first slice and of the next slice of this beat.
+        # The conditions of the next beat's first slice and of the next slice of this beat,
+        # as registers: each move sets them for the position it moves to (from the offset
+        # registers that position is made of, compared with the limits), so that the move's
+        # choice of the new slice_last and beat_last is among registers only.
         self._next_beat_slice_last = Signal(name=f"{name}_next_beat_slice_last")
         self._next_beat_last = Signal(name=f"{name}_next_beat_last")
         self._next_slice_last = Signal(name=f"{name}_next_slice_last")
-        beat_f0 = Cat(self.beat_f0, Const(0, 1)).as_signed()
-        f0 = Cat(self.f0, Const(0, 1)).as_signed()
-        m.d.comb += [
-            self._next_beat_last.eq(beat_f0 > limits.next_beat_is_last),
-            self._next_beat_slice_last.eq(limits.one_slice_beats
-                                          | (beat_f0 > limits.next_beat_one_slice)),
-            # per_beat - (index + 1) lanes <= lanes, or the slice after starts past n.
-            self._next_slice_last.eq((self.index + 2 >= limits.slices_per_beat)
-                                     | (f0 > limits.next_slice_ends)),
-        ]
 
     def slice_last_copy(self, name: str) -> Signal:
         """A register that always equals ``slice_last`` (loaded by the same moves), for logic
@@ -222,9 +216,25 @@ class _Slicer:
         self._slice_last_copies.append(copy)
         return copy
 
-    def _go(self, m, f0, beat_f0, index, slice_last, beat_last, next_beat, next_slice):
+    def _conditions(self, beat_f0, f0, index):
+        """The next-position conditions of the position (``beat_f0``, ``f0``, ``index``), all
+        registers, compared with the limits: (next beat's first slice is its last, next beat
+        is the sample's last, next slice is its beat's last)."""
+        limits = self._limits
+        beat_f0 = Cat(beat_f0, Const(0, 1)).as_signed()
+        f0 = Cat(f0, Const(0, 1)).as_signed()
+        return (limits.one_slice_beats | (beat_f0 > limits.next_beat_one_slice),
+                beat_f0 > limits.next_beat_is_last,
+                # per_beat - (index + 1) lanes <= lanes, or the slice after starts past n.
+                (index + 2 >= limits.slices_per_beat) | (f0 > limits.next_slice_ends))
+
+    def _go(self, m, f0, beat_f0, index, slice_last, beat_last, next_beat, next_slice,
+            conditions):
         m.d.sync += [copy.eq(slice_last if self._sliced else 1)
                      for copy in (self.slice_last, *self._slice_last_copies)]
+        m.d.sync += [reg.eq(value) for reg, value in zip(
+            (self._next_beat_slice_last, self._next_beat_last, self._next_slice_last),
+            conditions, strict=True)]
         m.d.sync += [self.f0.eq(f0), self.beat_f0.eq(beat_f0), self.index.eq(index),
                      self.at_start.eq(isinstance(f0, int) and f0 == 0),
                      self.first_slice.eq(isinstance(index, int) and index == 0),
@@ -245,12 +255,18 @@ class _Slicer:
             with m.If(self.beat_last):
                 self._go_restart(m)
             with m.Else():
+                # (The next beat starts at or before n: its offset does not wrap.)
                 self._go(m, self.next_beat, self.next_beat, 0, self._next_beat_slice_last,
                          self._next_beat_last, self.next_beat + per_beat,
-                         self.next_beat + lanes)
+                         self.next_beat + lanes,
+                         self._conditions(self.next_beat, self.next_beat, 0))
         with m.Else():
+            # (The beat's conditions stay; the next slice starts at or before n.)
+            *_, next_slice_last = self._conditions(self.beat_f0, self.next_slice,
+                                                   self.index + 1)
             self._go(m, self.next_slice, self.beat_f0, self.index + 1, self._next_slice_last,
-                     self.beat_last, self.next_beat, self.next_slice + lanes)
+                     self.beat_last, self.next_beat, self.next_slice + lanes,
+                     (self._next_beat_slice_last, self._next_beat_last, next_slice_last))
 
     def restart(self, m):
         """Back to the first slice (sync statements, under the caller's condition, which must
@@ -261,9 +277,13 @@ class _Slicer:
     def _go_restart(self, m):
         # The first slice's conditions come from the settings themselves (a restart may come
         # in the cycle after they are latched, before the limits follow).
+        # Likewise the first slice's next-position conditions (those of _conditions at 0).
         cfg, lanes = self._cfg, self._lanes
         self._go(m, 0, 0, 0, cfg.one_slice_beats | (lanes > cfg.n), cfg.per_beat > cfg.n,
-                 cfg.per_beat, lanes)
+                 cfg.per_beat, lanes,
+                 (cfg.one_slice_beats | (cfg.per_beat_lanes > cfg.n),
+                  2 * cfg.per_beat > cfg.n,
+                  (cfg.slices_per_beat <= 2) | (2 * lanes > cfg.n)))
 
     def track(self, m, window: _UpdateWindow, fused: Value):
         """Registers ``matches`` (bit ``k``: entry ``k`` of the update window is a fused slice
@@ -769,9 +789,18 @@ class SgdCore(wiring.Component):
         def set_flushing(value):
             return [copy.eq(value) for copy in (flushing, flushing_data, flushing_rows)]
 
-        m.d.comb += flush_issue.eq(flushing & flush_gate)
+        # The flush's issue is itself a register (``flush_go``, made from the next values of
+        # the three registers above in the control section), so that the flush slicer's
+        # enables start at a flip-flop.
+        flush_go = Signal()
+        m.d.comb += flush_issue.eq(flush_go)
 
         slice_issue = take | held_issue
+        # The slicer and the batch registers move with every slice that is offered and ready,
+        # whether or not its beat's framing is right: a framing error ends the epoch's stream
+        # (DISCARD, until START restarts them), so what they hold after it is never used, and
+        # the framing check (TLAST against the slicer's own register) stays off their enables.
+        slice_moves = (self.s_valid & accepting) | held_issue
         # The stream's slicer does not see the flush's issues: the stream and the flush never
         # issue within UPDATE_WINDOW cycles of each other.  The flush starts after DRAIN, and
         # a new epoch's stream after SETTLE, both of which wait until nothing is in flight
@@ -781,7 +810,7 @@ class SgdCore(wiring.Component):
             issue_valid.eq(slice_issue | flush_issue),
             issue_fused.eq(Mux(flushing, 1, fused_sample)),
             issue_f0.eq(Mux(flushing, flush_f0, in_f0)),
-            window.enter.eq(slice_issue & fused_sample & feed.near),
+            window.enter.eq(slice_moves & fused_sample & feed.near),
             window.enter_seq.eq(feed.seq),
         ]
 
@@ -818,7 +847,7 @@ class SgdCore(wiring.Component):
                          begin_one.eq(samples_to_begin == 2), begin_two.eq(samples_to_begin == 3)]
         with m.If(batch_ended):
             m.d.sync += in_batch.eq(in_batch + 1)
-        with m.If(slice_issue):
+        with m.If(slice_moves):
             feed.advance(m)
             with m.If(feed.sample_last):
                 # samples_to_begin is a sample behind when the sample before ended a cycle ago.
@@ -1432,6 +1461,22 @@ class SgdCore(wiring.Component):
         gradient_busy = (sfifo_w_en | sfifo.r_rdy | head_valid | efifo.r_rdy | g1_valid | g3_valid
                          | h_valid | g4_valid)
 
+        drain_done = Signal()
+        m.d.comb += drain_done.eq(~forward_busy & ~gradient_busy & (batches_pending == 0))
+        # flush_go: flushing & flush_gate of the next cycle, from the next value of each.
+        # Those three change only at the end of DRAIN (flushing and the slicer's first slice),
+        # with the flush's own issues (the slicer's move, a pass's end, flush_wait), and at
+        # an abort or a pipeline reset (neither flushes: flushing and flush_waiting are 0).
+        flush_begins = (state == DRAIN) & drain_done
+        flushing_next = Mux(self.abort_epoch, 0,
+                            Mux(flush_issue & sweep.sample_last, flush_pass != 1,
+                                Mux(flush_begins, 1, flushing)))
+        at_start_next = Mux(flush_begins, 1, Mux(flush_issue, sweep.sample_last,
+                                                 sweep.at_start))
+        waiting_next = Mux(pipe_reset, 0, Mux(flush_issue & sweep.at_start, 1,
+                                              Mux(flush_waiting, flush_wait != 1, 0)))
+        m.d.sync += flush_go.eq(flushing_next & ~(at_start_next & waiting_next))
+
         with m.Switch(state):
             with m.Case(IDLE, DISCARD):
                 with m.If(start_ok):
@@ -1457,7 +1502,7 @@ class SgdCore(wiring.Component):
                 # a 4-bit register) is 0, which here is grad_batches_done == in_batch without
                 # comparing the 64-bit counters (the last issue is the forward path's depth
                 # behind, forward_busy, so in_batch has caught up).
-                with m.If(~forward_busy & ~gradient_busy & (batches_pending == 0)):
+                with m.If(drain_done):
                     last = in_batch - 1
                     m.d.sync += [*enter(FLUSH), *set_flushing(1)]
                     sweep.restart(m)
@@ -1517,7 +1562,7 @@ class SgdCore(wiring.Component):
             # Registers loaded with others, as (copy, what it stands for): every harness
             # asserts each pair equal (induction needs them, as it may start anywhere).
             "register_copies": [(flushing_data, flushing), (flushing_rows, flushing),
-                                (in_run, state == RUN)],
+                                (in_run, state == RUN), (flush_go, flushing & flush_gate)],
             # Facts of every reachable state that the logic relies on (asserted likewise).
             "invariants": [~feed.at_start | feed.first_slice],
             "beat_pending": beat_taken,  # a beat taken a cycle ago, not yet in ``beats``
