@@ -128,10 +128,10 @@ class EngineModel:
         beat fits in one slice.
     base_depth : int
         Cycles from a sample's last beat being accepted until its gradient is written, less the
-        sample's own beats and the adder-tree registers (37 measured at W = 64: the update
+        sample's own beats and the adder-tree registers (39 measured at W = 64: the update
         pipeline, the pipelined multipliers and rounders of ``docs/HARDWARE.md``).
     epoch_fixed : int
-        Epoch start and end cycles that depend on nothing (25 measured: the flush beats' way
+        Epoch start and end cycles that depend on nothing (26 measured: the flush beats' way
         through the forward path is part of it).
     update_window : int
         ``zipsgd.spec.engine.UPDATE_WINDOW``: a fused beat waits until no fused beat with its
@@ -140,8 +140,8 @@ class EngineModel:
 
     bus_width: int = 64
     lanes: int | None = None
-    base_depth: int = 37
-    epoch_fixed: int = 25
+    base_depth: int = 39
+    epoch_fixed: int = 26
     update_window: int = UPDATE_WINDOW
 
     def __post_init__(self):
@@ -153,8 +153,8 @@ class EngineModel:
 
     @property
     def depth(self) -> int:
-        """Pipeline depth: 40 cycles at W = 64 and 128, 41 at W = 256 and 512 (all but 256
-        measured); 38 with 4 lanes."""
+        """Pipeline depth: 42 cycles at W = 64 and 128, 43 at W = 256 and 512 (all but 256
+        measured); 40 with 4 lanes."""
         return self.base_depth + _tree_registers(self.lanes)
 
     def cycles(self, n_samples: int, beats_per_sample: int, batch: int,

@@ -151,17 +151,35 @@ class Rounder:
         result, _, _, latency = self._stages(m, value, rand, name)
         return result, latency
 
-    def pipelined_copies(self, m, value: Value, rand: Value, name: str,
-                         copies: int) -> tuple[list[Signal], int]:
-        """:meth:`pipelined` with ``copies`` result registers of the same value (each its own
-        final addition), for a result that feeds several carry chains: each chain's copy
-        can be placed beside it.  Returns ``(results, latency)``."""
+    def pipelined_copies(self, m, value: Value, rand: Value, name: str, copies: int,
+                         compare_width: int | None = None) -> tuple[list[Signal], int]:
+        """:meth:`pipelined` with ``copies`` result registers (each its own final addition),
+        for a result that feeds several carry chains: each chain's copy can be placed beside
+        it.  Returns ``(results, latency)``.
+
+        With ``compare_width = k`` the copies after the first are only for comparisons with
+        values of at most ``k`` bits (signed): they are the result with ``floor`` first
+        clamped to ``k + 1`` bits (``[-2**k, 2**k - 1]``; a test of its top bits, no carry
+        chain), which compares with any such value as the result does (a clamped floor's
+        result is at least ``2**k - 1`` or at most ``-2**k + 1``, beyond every ``k``-bit
+        value either way), with carry chains of ``k + 2`` bits instead of the result's width.
+        The clamp is registered in the increment's cycle, beside ``floor``'s copy."""
         result, floor, increment, latency = self._stages(m, value, rand, name)
+        source, shape = floor, result.shape()
+        if compare_width is not None and compare_width + 2 < len(floor):
+            floor1 = self._floor1
+            top = floor1[compare_width:]
+            fits = top.all() | ~top.any()
+            shape = signed(compare_width + 2)
+            source = Signal(signed(compare_width + 1), name=f"{name}_floor_clamped",
+                            reset_less=True)
+            limit = Mux(floor1[-1], -(1 << compare_width), (1 << compare_width) - 1)
+            m.d.sync += source.eq(Mux(fits, floor1[:compare_width + 1], limit))
         results = [result]
         for k in range(1, copies):
-            copy = Signal(result.shape(), name=f"{name}_result_dup{k}", reset_less=True,
+            copy = Signal(shape, name=f"{name}_result_dup{k}", reset_less=True,
                           attrs={REPLICA_ATTRIBUTE: 1})
-            m.d.sync += copy.eq(floor + increment)
+            m.d.sync += copy.eq(source + increment)
             results.append(copy)
         return results, latency
 
@@ -328,24 +346,28 @@ class Product:
 
     Stage 1 registers every limb product (:func:`_limbs`: each one 18 x 18 signed multiplier);
     each following stage adds groups of up to four shifted partial products into one, so
-    that ``latency`` is ``1 + ceil(log4(products))``.  A group takes one carry chain: two
-    terms whose bits cannot overlap (one never negative and below the other's known-zero low
-    bits, as the products of the low limbs and of the high limbs) are placed side by side,
-    and three terms become two with a carry-save step (sum and carry bits, one logic level),
-    until two are left to add.  The sums are done modulo ``2**len(value)``: the true product
-    fits that width, so the wrap of an intermediate sum cancels (the result is exact, and
-    narrower sums make shorter carry chains).
+    that ``latency`` is ``1 + ceil(log4(products))`` (one more with ``landing``, below).  A
+    group takes one carry chain: two terms whose bits cannot overlap (one never negative and
+    below the other's known-zero low bits, as the products of the low limbs and of the high
+    limbs) are placed side by side, and three terms become two with a carry-save step (sum
+    and carry bits, one logic level), until two are left to add.  The sums are done modulo
+    ``2**len(value)``: the true product fits that width, so the wrap of an intermediate sum
+    cancels (the result is exact, and narrower sums make shorter carry chains).
 
     With an ECP5 ``platform`` each limb product is a ``MULT18X18D`` whose own output register
     is stage 1's register (:func:`limb_product`); otherwise (simulation, formal) it is
     ``a * b`` into a flip-flop register, which Yosys would map to the same multiplier
     without its register.
+
+    With ``landing`` every limb product is registered once more in the fabric before the
+    sums (one cycle more): the route out of the DSP row then has a cycle of its own, instead
+    of sharing one with the group's carry-save step and carry chain.
     """
 
     #: Terms summed into one per pipeline stage.
     GROUP = 4
 
-    def __init__(self, m, a: Value, b: Value, name: str, platform=None):
+    def __init__(self, m, a: Value, b: Value, name: str, platform=None, landing: bool = False):
         shape = (a * b).shape()
         width = shape.width
         counter = iter(range(1 << 16))
@@ -404,8 +426,10 @@ class Product:
                 offset = offset_a + offset_b
                 bound = (None if bits_a is None or bits_b is None
                          else min(offset + bits_a + bits_b, width))
+                if landing:
+                    partial = _landed(m, partial, f"{name}_land{i}_{j}")
                 level.append((term(partial << offset, f"t{i}_{j}_"), min(offset, width), bound))
-        latency = 1
+        latency = 2 if landing else 1
         while len(level) > 1:
             level = [reduce(level[k:k + self.GROUP]) for k in range(0, len(level), self.GROUP)]
             registered = []
@@ -418,6 +442,13 @@ class Product:
         value = level[0][0]
         self.value = value if shape.signed else value.as_unsigned()
         self.latency = latency
+
+
+def _landed(m, value: Value, name: str) -> Signal:
+    """``value`` registered once more: a limb product's landing register in the fabric."""
+    sig = Signal(value.shape(), name=name, reset_less=True)
+    m.d.sync += sig.eq(value)
+    return sig
 
 
 def is_ecp5(platform) -> bool:

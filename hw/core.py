@@ -27,7 +27,7 @@ from amaranth.hdl import (
     Value,
     signed,
 )
-from amaranth.lib import fifo, memory, wiring
+from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..spec.engine import (
@@ -63,6 +63,7 @@ from .arith import (
     rotate,
 )
 from .decoder import FieldDecoder
+from .fifo import BufferedFifo
 from .registers import ErrorBit
 from .rng import XorshiftBank
 
@@ -96,11 +97,13 @@ class _SliceLimits:
     ``beat_f0 > n - 2 per_beat``, and so on.
     """
 
-    def __init__(self, m, cfg: _Config, lanes: int, field_bits: int):
+    def __init__(self, m, cfg: _Config, lanes: int, field_bits: int, prefix: str):
         bound = signed(field_bits + 2)
 
         def derived(name, shape, value):
-            sig = Signal(shape, name=f"slice_{name}")
+            # (Marked as replicas: the synthesis keeps each slicer's copy, which Yosys would
+            # otherwise merge, having the same input.)
+            sig = Signal(shape, name=f"{prefix}_{name}", attrs={REPLICA_ATTRIBUTE: 1})
             m.d.sync += sig.eq(value)
             return sig
 
@@ -170,8 +173,10 @@ class _Slicer:
     #: A slice number from which on slices never meet the update window (:class:`_UpdateWindow`).
     FAR = UPDATE_WINDOW
 
-    def __init__(self, m, cfg: _Config, limits: _SliceLimits, lanes: int, max_slices: int,
-                 field_bits: int, name: str):
+    def __init__(self, m, cfg: _Config, lanes: int, max_slices: int, field_bits: int,
+                 name: str):
+        # Each slicer has limits of its own: they feed its compares only, placed beside them.
+        limits = _SliceLimits(m, cfg, lanes, field_bits, f"{name}_limit")
         self._cfg, self._limits, self._name = cfg, limits, name
         self._slice_last_copies = []
         self._lanes, self._sliced = lanes, max_slices > 1
@@ -325,14 +330,15 @@ class _SliceShift:
 
     WIDTHS = tuple(range(2, 11)) + (32,)
 
-    def __init__(self, m, cfg: _Config, bus_width: int, lanes: int):
+    def __init__(self, m, cfg: _Config, bus_width: int, lanes: int, name: str):
         self._bus_width, self._lanes = bus_width, lanes
         double = cfg.encoding == Encoding.DOUBLE
         width = Mux(cfg.raw, 32, cfg.bits + Mux(double, 2, 1))
         self._selects = {}
         for w in self.WIDTHS:
             if lanes * w < bus_width:      # a wider slice leaves nothing for a next one
-                select = Signal(name=f"slice_width{w}", reset_less=True)
+                select = Signal(name=f"{name}_width{w}", reset_less=True,
+                                attrs={REPLICA_ATTRIBUTE: 1})   # (one shifter's own)
                 m.d.sync += select.eq(width == w)
                 self._selects[w] = select
 
@@ -517,21 +523,24 @@ class SgdCore(wiring.Component):
 
         # -- random generators: lanes for the update, one for the residual -----------------
         m.submodules.rng = rng = XorshiftBank(count=lanes + 1)
-        m.d.comb += [rng.seed.eq(self.cfg_seed), rng.load.eq(self.seed_write)]
+        # The seed and its load a cycle after the register write, from registers beside the
+        # generators (the register file is far away; a write is while idle, and the first
+        # step comes at least three cycles later, after a start).
+        seed_here, load_here = Signal(32, reset_less=True), Signal()
+        m.d.sync += [seed_here.eq(self.cfg_seed), load_here.eq(self.seed_write)]
+        m.d.comb += [rng.seed.eq(seed_here), rng.load.eq(load_here)]
 
         # -- FIFOs between the forward and the gradient path --------------------------------
         max_beats = -(-(p.max_features + 1) // raw_lanes)
         sample_depth = 1 << (max_beats + 64).bit_length()
         # payload: beat data, last beat of sample, first/last sample of batch, batch parity
-        sfifo = ResetInserter(pipe_reset)(fifo.SyncFIFOBuffered(width=p.bus_width + 4,
-                                                                 depth=sample_depth))
+        sfifo = BufferedFifo(width=p.bus_width + 4, depth=sample_depth)
         # The scaled-residual FIFO holds one word per sample; a sample is admitted while it has
         # room for every sample that may be inside the forward path (fewer than
         # RESIDUAL_FIFO_SLACK: the path is shorter than that many cycles).
-        efifo = ResetInserter(pipe_reset)(fifo.SyncFIFOBuffered(
-            width=32, depth=2 * RESIDUAL_FIFO_SLACK))
-        m.submodules.sample_fifo = sfifo
-        m.submodules.scaled_residual_fifo = efifo
+        efifo = BufferedFifo(width=32, depth=2 * RESIDUAL_FIFO_SLACK)
+        m.submodules.sample_fifo = ResetInserter(pipe_reset)(sfifo)
+        m.submodules.scaled_residual_fifo = ResetInserter(pipe_reset)(efifo)
 
         # -- state ---------------------------------------------------------------------------
         state = Signal(range(7))
@@ -661,8 +670,7 @@ class SgdCore(wiring.Component):
         # ======================================================================================
         # Input side: framing, batches, hazards
         # ======================================================================================
-        slice_limits = _SliceLimits(m, cfg, lanes, field_bits)
-        feed = _Slicer(m, cfg, slice_limits, lanes, max_slices, field_bits, "in")
+        feed = _Slicer(m, cfg, lanes, max_slices, field_bits, "in")
         in_f0 = feed.f0                    # first field of the next slice of the sample
         in_sample_in_batch = Signal(range(p.max_batch + 1))
         # The 64-bit counters of the stream's samples and batches move a cycle after the
@@ -698,7 +706,7 @@ class SgdCore(wiring.Component):
         # The beat on the bus is taken with its first slice; later slices come from a copy.
         mid_beat = ~feed.first_slice if max_slices > 1 else Const(0)
         held_data = Signal(p.bus_width, reset_less=True)
-        next_slice = _SliceShift(m, cfg, p.bus_width, lanes)
+        next_slice = _SliceShift(m, cfg, p.bus_width, lanes, "held_shift")
 
         # The fused-update window and each slicer's matches in it (registers, see track()).
         # The window is cleared a cycle after a pipeline reset (from a register, not from the
@@ -754,7 +762,7 @@ class SgdCore(wiring.Component):
         ]
 
         # Flush beats (end of epoch) share the issue point with stream beats.
-        sweep = _Slicer(m, cfg, slice_limits, lanes, max_slices, field_bits, "flush")
+        sweep = _Slicer(m, cfg, lanes, max_slices, field_bits, "flush")
         flush_f0 = sweep.f0
         flush_pass = Signal(2)     # passes still to do
         flush_parity = Signal()
@@ -1040,16 +1048,19 @@ class SgdCore(wiring.Component):
         u1["label"] = Mux(label_left, label.as_signed() << label_amount,
                           label.as_signed() >> label_amount)[:64].as_signed()
         # U1..U3: step = round(G >> update_shift)   (step 1)
-        # Three copies of each step, one per carry chain of U5 (x - step and the two tests).
+        # Three copies of each step, one per carry chain of U5 (x - step and the two tests);
+        # the tests' copies are cut to the width of what they are compared with, x - hi and
+        # x - lo (shorter carry chains, the same answers: Rounder.pipelined_copies).
+        model_hi, model_lo = model_limits
+        test_width = max(len(u1["x"][0] - limit) for limit in model_limits)
         steps = [update_rounder.pipelined_copies(m, u1["g"][b], u1["rand_step"][b],
-                                                 f"u_step{b}", 3)
+                                                 f"u_step{b}", 3, compare_width=test_width)
                  for b in range(lanes)]
         step_latency = steps[0][1]
         u3 = delay_all(u1, step_latency - 1, "u_s", drop=("g", "rand_step"))
         # U4, U5: x1 = sat_WLm(x - step)   (step 1, saturation).  The saturation tests
         # x - step > hi and x - step < lo are made as x - hi > step and x - lo < step, with
         # x - hi and x - lo from U3: U4 holds three carry chains side by side, U5 only chooses.
-        model_hi, model_lo = model_limits
         # From U4 on, ``fused`` is one register per bank: it chooses each bank's 32-bit words.
         u4 = carry(f"u_s{step_latency - 1}", u3 | {
             "above_hi": [u3["x"][b] - model_hi for b in range(lanes)],
@@ -1161,7 +1172,10 @@ class SgdCore(wiring.Component):
 
         # Stage E: products F1 * x (docs/ENGINE.md stage 2), pipelined multipliers, then the
         # raw32 alignment.
-        e_mul = [Product(m, d_op[i], d_x[i], f"e_mul{i}", platform) for i in range(lanes)]
+        # (The products' limbs land in fabric registers first: the route out of the DSP row
+        # and the limb sums were each most of a cycle, and the late paths of the board build.)
+        e_mul = [Product(m, d_op[i], d_x[i], f"e_mul{i}", platform, landing=True)
+                 for i in range(lanes)]
         e = delay_all(carry("e_m", d), e_mul[0].latency - 1, "e_m")
         e = carry("e", e)
         products = [stage(f"e_p{i}", signed(42), _align_raw(e_mul[i].value, raw_copy("e_p", i),
@@ -1267,7 +1281,7 @@ class SgdCore(wiring.Component):
         # ======================================================================================
         # Gradient path
         # ======================================================================================
-        walk = _Slicer(m, cfg, slice_limits, lanes, max_slices, field_bits, "grad")
+        walk = _Slicer(m, cfg, lanes, max_slices, field_bits, "grad")
         g_f0 = walk.f0
         # The FIFO's head beat is moved to a register first: the FIFO's data comes out of a
         # block RAM, and the gradient decoder gathers from the head in the pop cycle.  (The
@@ -1294,7 +1308,8 @@ class SgdCore(wiring.Component):
         # has a beat and its residual is there (a pop: the next slice, or after the last
         # slice the next beat, or whatever the FIFO's output holds when it has none: the
         # head is then empty and its bits unused).
-        shifted = next_slice(head[:p.bus_width])
+        # (Its own shifter's selects: the stream's are far away, beside the held beat.)
+        shifted = _SliceShift(m, cfg, p.bus_width, lanes, "head_shift")(head[:p.bus_width])
         group_bits = -(-p.bus_width // HEAD_GROUPS)
         valid_copies = replicas(m, "head_valid", head_valid_next, HEAD_GROUPS, reset_less=False)
         for g, valid_copy in enumerate(valid_copies):
@@ -1318,6 +1333,11 @@ class SgdCore(wiring.Component):
         m.d.sync += starting.eq(start_ok)
         with m.If(pipe_reset | starting):
             walk.restart(m)
+        # The flush's slicer likewise: it moves only in FLUSH and each pass ends back at the
+        # start, so it is there when DRAIN ends (an abort is followed by START), and the
+        # drain's late end is not among its enables.
+        with m.If(pipe_reset | starting):
+            sweep.restart(m)
 
         # G1: decode F2, c = e * F2 (stage 5).
         g1_valid = stage("g1_valid", 1, pop & ~pipe_reset)
@@ -1351,7 +1371,8 @@ class SgdCore(wiring.Component):
         go_op = [stage(f"go_op{i}", signed(32 if i < raw_lanes else _QUANT_WIDTH),
                        _operand(g1b_second[i], raw_copy("go_op", i), i < raw_lanes))
                  for i in range(lanes)]
-        g_mul = [Product(m, go["e"], go_op[i], f"g_mul{i}", platform) for i in range(lanes)]
+        g_mul = [Product(m, go["e"], go_op[i], f"g_mul{i}", platform, landing=True)
+                 for i in range(lanes)]
         g_lat = g_mul[0].latency
         g2_valid = delay("g2_valid", go["valid"], g_lat, valid=True)
         g2_f0 = delay("g2_f0", go["f0"], g_lat)
@@ -1404,25 +1425,49 @@ class SgdCore(wiring.Component):
         g4_sum = []
         g5_sum = [Signal(signed(gacc_width), name=f"g5_sum{b}", reset_less=True)
                   for b in range(lanes)]
-        def same_word(b, valid, en, parity, row_of):
-            """A write ahead of G3's beat is to bank ``b``'s word that G3's beat reads.  (A
-            pipeline reset needs no term here: it clears G3's beat, whose sum is not written.)"""
-            return valid & en[b] & (parity == g3_parity) & (row_of[b] == g3_rows[b])
+        def same_word(b, valid, en, parity, row_of, parity_now, rows_now):
+            """A write ahead of a beat (``valid``, ``en``, ``parity``, ``row_of``) is to bank
+            ``b``'s word that the beat (``parity_now``, ``rows_now``) reads."""
+            return valid & en[b] & (parity == parity_now) & (row_of[b] == rows_now[b])
 
+        # Copies of G4's rows for the comparisons below: G4's own are the write address,
+        # beside the block RAMs.
+        g4_rows_cmp = [replicas(m, f"g4_row_cmp{b}", h_rows[b], 1, reset_less=False)[0]
+                       for b in range(lanes)]
+        forwarding_facts = []
+        # (G2's rows as G3 will hold them: cut to the row's width.)
+        g2_rows_cut = [g2_rows[b][:len(g3_rows[b])] for b in range(lanes)]
         for b in range(lanes):
             h_memory = stage(f"h_memory{b}", signed(gacc_width),
                              Mux(g3_parity_banks[b], grad_data[1][b], grad_data[0][b]),
                              reset_less=True)
             # Forwarding: writes of the three cycles before the read (the read is in G2, the
             # addition two cycles later, in H) are not in the memory data.  The choice is
-            # made a cycle ahead, in G3, against the stages that will be G4, G5 and G6; the
-            # word of G5 or G6 (or 0 for a batch's first sample) is chosen there too, from
-            # what is then in G4 and G5, so that H chooses among three registers.
+            # made in G3 against the stages that will be G4, G5 and G6, and the word of G5 or
+            # G6 (or 0 for a batch's first sample) is chosen there too, from what is then in G4
+            # and G5, so that H chooses among three registers.  The comparisons themselves
+            # are made a cycle earlier still, in G2, between the stages one step behind (G2's
+            # beat is G3's a cycle later, H's is G4's, ...): G3 only chooses, by registers.
+            # (A pipeline reset in between needs no term: it clears G3's beat, whose sum is
+            # not written.)
             g4_value = Signal(signed(gacc_width), name=f"g4_sum{b}", reset_less=True)
-            from_g5 = same_word(b, g4_valid, g4_en, g4_parity, g4_rows)
-            from_g6 = same_word(b, g5_valid, g5_en, g5_parity, g5_rows)
-            from_g4 = stage(f"h_from_g4_{b}", 1,
-                            same_word(b, h_valid, h_en, h_parity, h_rows) & ~g3_overwrite)
+            from_g5 = stage(f"g3_from_g5_{b}", 1,
+                            same_word(b, h_valid, h_en, h_parity, h_rows, g2_parity, g2_rows_cut))
+            from_g6 = stage(f"g3_from_g6_{b}", 1, same_word(b, g4_valid, g4_en, g4_parity,
+                                                            g4_rows_cmp, g2_parity, g2_rows_cut))
+            from_g4_ahead = stage(f"g3_from_g4_{b}", 1, same_word(
+                b, g3_valid, g3_en, g3_parity, g3_rows, g2_parity, g2_rows_cut) & ~g2_overwrite)
+            from_g4 = stage(f"h_from_g4_{b}", 1, from_g4_ahead)
+            # (What each stands for, in every state with a beat in G3: the formal harnesses
+            # assert it.)
+            forwarding_facts += [
+                ~g3_valid | (from_g5 == same_word(b, g4_valid, g4_en, g4_parity, g4_rows,
+                                                  g3_parity, g3_rows)),
+                ~g3_valid | (from_g6 == same_word(b, g5_valid, g5_en, g5_parity, g5_rows,
+                                                  g3_parity, g3_rows)),
+                ~g3_valid | (from_g4_ahead == (same_word(b, h_valid, h_en, h_parity, h_rows,
+                                                         g3_parity, g3_rows)
+                                               & ~g3_overwrite))]
             use_older = stage(f"h_use_older{b}", 1, g3_overwrite | from_g5 | from_g6)
             older = stage(f"h_older{b}", signed(gacc_width),
                           Mux(g3_overwrite, 0, Mux(from_g5, g4_value, g5_sum[b])),
@@ -1505,7 +1550,6 @@ class SgdCore(wiring.Component):
                 with m.If(drain_done):
                     last = in_batch - 1
                     m.d.sync += [*enter(FLUSH), *set_flushing(1)]
-                    sweep.restart(m)
                     with m.If(keep & (in_batch >= 2)):
                         m.d.sync += [flush_pass.eq(2), flush_parity.eq(~last[0])]
                     with m.Else():
@@ -1562,9 +1606,21 @@ class SgdCore(wiring.Component):
             # Registers loaded with others, as (copy, what it stands for): every harness
             # asserts each pair equal (induction needs them, as it may start anywhere).
             "register_copies": [(flushing_data, flushing), (flushing_rows, flushing),
-                                (in_run, state == RUN), (flush_go, flushing & flush_gate)],
+                                (in_run, state == RUN), (flush_go, flushing & flush_gate),
+                                (flushing, (state == FLUSH) & (flush_pass != 0)),
+                                *zip(g4_rows_cmp, g4_rows, strict=True),
+                                *((f.inner_nonempty, f.inner_level != 0)
+                                  for f in (sfifo, efifo))],
             # Facts of every reachable state that the logic relies on (asserted likewise).
-            "invariants": [~feed.at_start | feed.first_slice],
+            "invariants": [~feed.at_start | feed.first_slice,
+                           # (START restarts the flush's slicer, which then moves only in
+                           # FLUSH: it waits at the start through RUN and DRAIN.)
+                           (state != START) | starting,
+                           ((state != RUN) & (state != DRAIN))
+                           | (sweep.at_start & sweep.first_slice),
+                           # (A FIFO's level never passes its memory's depth.)
+                           *(f.inner_level <= f.depth for f in (sfifo, efifo)),
+                           *forwarding_facts],
             "beat_pending": beat_taken,  # a beat taken a cycle ago, not yet in ``beats``
         }
         return m

@@ -318,6 +318,51 @@ def test_rounder_matches_spec(name, pipelined):
         assert not bad, f"shift {shift}, {mode.name}: (value, rand), hw, spec: {bad[:5]}"
 
 
+def test_compare_copies_compare_as_the_result():
+    """The cut copies of ``Rounder.pipelined_copies(compare_width=k)``: the result with the
+    floor clamped to ``k + 1`` bits (exactly), which answers ``a > r`` and ``a < r`` as the
+    result ``r`` does for every ``k``-bit ``a`` at and around both ends of the range and
+    around ``r``.  Floors at and around the clamp's limits, every mode, a run-time shift."""
+    width, k = 20, 6
+    holder = {}
+
+    def build(m, controls, value, rand):
+        if "r" not in holder:
+            holder["r"] = Rounder(m, controls["shift"], controls["mode"], 19, "r")
+            holder["lane"] = 0
+        holder["lane"] += 1
+        (result, cut), latency = holder["r"].pipelined_copies(
+            m, value, rand[:RAND_BITS].as_unsigned(), f"lane{holder['lane']}", 2,
+            compare_width=k)
+        assert latency == 3 and len(cut) == k + 2
+        return result, cut
+
+    rng = random.Random(6)
+    bench = LaneBench(build, [width, RAND_BITS + 1], [width + 1, k + 2],
+                      {"mode": 2, "shift": 5}, latency=3)
+    floors = {f + d for f in (-(1 << k), (1 << k) - 1) for d in range(-2, 3)} | {0, -1}
+    jobs, expected = [], []
+    for shift in (0, 1, 3, 8, 13):
+        lo, hi = fixed.signed_range(width)
+        floors_here = floors | {lo >> shift, hi >> shift}
+        values = sorted(v for v in {(f << shift) | d for f in floors_here
+                                    for d in dropped_patterns(shift, rng)} if lo <= v <= hi)
+        for mode in MODES:
+            cases = rounder_cases(width, shift, mode, values, rng, False)
+            jobs.append(({"mode": int(mode), "shift": shift}, cases))
+            expected.append((shift, mode, cases))
+    k_lo, k_hi = fixed.signed_range(k)
+    for (shift, mode, cases), got in zip(expected, bench.run(jobs), strict=True):
+        for (value, rand), (result, cut) in zip(cases, got, strict=True):
+            assert result == shift_right(value, shift, mode, rand)
+            floor = shift_right(value, shift, RoundingMode.TRUNCATE, 0)
+            clamped = min(max(floor, -(1 << k)), (1 << k) - 1)
+            assert cut == clamped + (result - floor), (shift, mode, value, rand)
+            for a in {k_lo, k_lo + 1, -1, 0, 1, k_hi - 1, k_hi} | {
+                    r for r in (result - 1, result, result + 1) if k_lo <= r <= k_hi}:
+                assert (a > cut, a < cut) == (a > result, a < result), (value, a)
+
+
 def saturating_rounder_jobs(widths=(2, 9, 32), shifts=(0, 1, 17, 47, 64)):
     """The residual's rounding and saturation (89-bit values, shifts up to 64) to formats of
     ``widths`` bits: values whose rounded result is at and around each limit (every dropped

@@ -41,12 +41,13 @@ def operand_values(shape, rng: random.Random, count: int = 10) -> list[int]:
     return sorted(values)
 
 
+@pytest.mark.parametrize("landing", [False, True], ids=["", "landing"])
 @pytest.mark.parametrize("shape_a,shape_b", SHAPES, ids=lambda s: str(s))
-def test_product_is_exact(shape_a, shape_b):
+def test_product_is_exact(shape_a, shape_b, landing):
     rng = random.Random(f"{shape_a}{shape_b}")
     m = Module()
     a, b = Signal(shape_a), Signal(shape_b)
-    product = Product(m, a, b, "p")
+    product = Product(m, a, b, "p", landing=landing)
     assert product.value.shape() == (a * b).shape()
     pairs = list(itertools.product(operand_values(shape_a, rng), operand_values(shape_b, rng)))
     got = []
@@ -73,4 +74,6 @@ def test_product_is_exact(shape_a, shape_b):
 def test_latency_is_one_stage_per_four_partial_products(shape_a, shape_b, latency):
     m = Module()
     assert Product(m, Signal(shape_a), Signal(shape_b), "p").latency == latency
+    # The landing registers are one stage more.
+    assert Product(m, Signal(shape_a), Signal(shape_b), "q", landing=True).latency == latency + 1
     Fragment.get(m, None)     # (elaborated: an unused module is a warning)

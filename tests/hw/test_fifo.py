@@ -1,0 +1,62 @@
+"""``BufferedFifo`` against Amaranth's ``SyncFIFOBuffered`` of the same capacity, cycle by
+cycle, under random writes and reads (Amaranth's simulator)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.sim import Simulator
+
+from zipsgd.hw.fifo import BufferedFifo
+
+
+@pytest.mark.parametrize("depth,write_rate,read_rate", [
+    (4, 0.5, 0.5), (4, 0.9, 0.3), (4, 0.3, 0.9), (16, 0.7, 0.6), (2, 0.8, 0.8)])
+def test_same_as_amaranths_buffered_fifo(depth, write_rate, read_rate):
+    """Every cycle the same ``w_rdy``, ``r_rdy``, ``level`` and (when ready) ``r_data``;
+    ``inner_nonempty`` is ``inner_level != 0`` throughout.  Writes come only while there is
+    room (as in the engine) and fill the FIFO, reads drain it."""
+    m = Module()
+    m.submodules.ours = ours = BufferedFifo(width=8, depth=depth)
+    m.submodules.ref = ref = SyncFIFOBuffered(width=8, depth=depth + 1)
+    rng = random.Random(depth * 1000 + int(write_rate * 10) * 10 + int(read_rate * 10))
+    seen = {"full": 0, "empty_read": 0, "both": 0}
+
+    async def bench(ctx):
+        for cycle in range(2000):
+            assert ctx.get(ours.w_rdy) == ctx.get(ref.w_rdy), cycle
+            assert ctx.get(ours.r_rdy) == ctx.get(ref.r_rdy), cycle
+            assert ctx.get(ours.level) == ctx.get(ref.level), cycle
+            assert ctx.get(ours.inner_nonempty) == (ctx.get(ours.inner_level) != 0), cycle
+            if ctx.get(ref.r_rdy):
+                assert ctx.get(ours.r_data) == ctx.get(ref.r_data), cycle
+            write = rng.random() < write_rate and ctx.get(ref.w_rdy)
+            read = rng.random() < read_rate
+            seen["full"] += not ctx.get(ref.w_rdy)
+            seen["empty_read"] += read and not ctx.get(ref.r_rdy)
+            seen["both"] += write and read and ctx.get(ref.r_rdy)
+            data = rng.getrandbits(8)
+            for fifo in (ours, ref):
+                ctx.set(fifo.w_en, write)
+                ctx.set(fifo.w_data, data)
+                ctx.set(fifo.r_en, read)
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    # The run reached the corners it is meant to compare.
+    if write_rate > read_rate:
+        assert seen["full"]
+    if read_rate > write_rate:
+        assert seen["empty_read"]
+    assert seen["both"]
+
+
+def test_depth_must_be_a_power_of_two():
+    with pytest.raises(ValueError, match="power of two"):
+        BufferedFifo(width=8, depth=6)
