@@ -366,13 +366,6 @@ def _collision_checked(m, rd, wr, name: str, poison: bool) -> Value:
     return rd.data ^ collided.replicate(len(rd.data))
 
 
-def _in_beat(cfg: _Config, index: Value, lanes: int) -> Value:
-    """Bit ``i``: lane ``i`` of slice ``index`` holds a field of the beat,
-    ``index * lanes + i < per_beat``."""
-    first = index << (lanes.bit_length() - 1)
-    return Cat(*((first + i) < cfg.per_beat for i in range(lanes)))
-
-
 def _operand(word, raw, raw_lane: bool):
     """A lane's multiplier operand: its decoded word, which in a quantized encoding is a level
     of ``_QUANT_WIDTH`` bits (a raw lane has one multiplier for both: a quantized word is a
@@ -643,6 +636,21 @@ class SgdCore(wiring.Component):
                             zip(("hi", "lo"), format_limits(m, cfg.wl_g, 32, "grad"),
                                 strict=True))
         grad_lo_minus_one = derived("grad_lo_minus_one_r", signed(34), grad_lo - 1)
+        # Per-lane bounds for the lanes' range tests, so that no addition stands in front of a
+        # comparison: field f0 + i is a feature (1 .. n) when f0 + i != 0 and f0 <= n - i, and
+        # lane i of slice ``index`` holds a field of its beat when index * lanes < per_beat - i.
+        bound = signed(max(len(cfg.n), len(cfg.per_beat), lanes.bit_length()) + 1)
+        n_less = [derived(f"n_less{i}", bound, cfg.n - i) for i in range(lanes)]
+        per_beat_less = [derived(f"per_beat_less{i}", bound, cfg.per_beat - i)
+                         for i in range(lanes)]
+
+        def lanes_in_range(f0, index):
+            """Bit ``i``: lane ``i`` of the slice at field ``f0``, number ``index`` in its
+            beat, holds a feature of the beat."""
+            f0_signed = Cat(f0, Const(0, 1)).as_signed()
+            first = Cat(index << log_lanes, Const(0, 1)).as_signed()
+            return Cat(*(((f0 != 0) if i == 0 else Const(1, 1)) & (f0_signed <= n_less[i])
+                         & (first < per_beat_less[i]) for i in range(lanes)))
         # Label alignment (stage 3) and loss narrowing: left or right, by how much.
         raw_gain = cfg.fl_m + QUANT_FEATURE_FRAC - RAW_LABEL_FRAC
         label_left = derived("label_left", 1, ~cfg.raw | (cfg.fl_m + QUANT_FEATURE_FRAC
@@ -914,10 +922,8 @@ class SgdCore(wiring.Component):
         a_rows = [Signal(field_bits - log_lanes, name=f"a_row{b}") for b in range(lanes)]
         m.d.sync += [row.eq(Mux(flushing_rows, flush_row, in_row)) for row, flush_row, in_row
                      in zip(a_rows, rows_of(flush_f0), rows_of(in_f0), strict=True)]
-        lane_field = [a_f0 + i for i in range(lanes)]
-        # A lane is used when its field is a feature and in the beat (the decoder's valid, in
-        # stage B).
-        a_mask = Cat(*((lane_field[i] >= 1) & (lane_field[i] <= cfg.n) for i in range(lanes)))
+        # A lane is used when its field is a feature and in the beat (lanes_in_range,
+        # registered in stage B), and the decoder finds it valid.
         # Model reads: the forward path while running, the model port while idle.
         port_field = self.model_index + 1
         port_bank = port_field[:log_lanes]
@@ -959,7 +965,7 @@ class SgdCore(wiring.Component):
                      b_flush.eq(a_flush), b_first.eq(a_first), b_last.eq(a_last),
                      b_pass_end.eq(a_pass_end), b_f0.eq(a_f0), b_parity.eq(a_parity),
                      b_forward.eq(a_forward),
-                     b_range_mask.eq(a_mask & _in_beat(cfg, a_index, lanes))]
+                     b_range_mask.eq(lanes_in_range(a_f0, a_index))]
         b_first_lanes = [dec.first[i] for i in range(lanes)]
         b_mask = Signal(lanes)
         m.d.comb += b_mask.eq(b_range_mask & dec.valid)
@@ -1354,12 +1360,9 @@ class SgdCore(wiring.Component):
                                                         latency=2, settings_latency=1)
         m.d.comb += [gdec.data.eq(pop_data), gdec.encoding.eq(cfg.encoding),
                      gdec.bits.eq(cfg.bits)]
-        g1_lane_field = [g1_f0 + i for i in range(lanes)]
-        g1_range = Cat(*((g1_lane_field[i] >= 1) & (g1_lane_field[i] <= cfg.n)
-                         for i in range(lanes)))
         g1b = {"valid": g1_valid, "f0": g1_f0, "e": g1_e, "overwrite": g1_overwrite,
                "batch_end": g1_batch_end, "parity": g1_parity,
-               "range": g1_range & _in_beat(cfg, g1_index, lanes)}
+               "range": lanes_in_range(g1_f0, g1_index)}
         g1b = {key: stage(f"g1b_{key}", sig.shape(), sig & ~pipe_reset if key == "valid"
                           else sig) for key, sig in g1b.items()}
         in_flight.append(g1b["valid"])
