@@ -1605,11 +1605,12 @@ class SgdCore(wiring.Component):
             "grad_valid": h_valid, "grad_overwrite": h_overwrite, "in_f0": in_f0,
             "in_samples": in_samples, "start_accepted": start_ok,
             "error_events": events,     # registered: they reach error_count a cycle later
-            "flushing": flushing, "flushing_means": (state == FLUSH) & (flush_pass != 0),
             # Registers loaded with others, as (copy, what it stands for): every harness
             # asserts each pair equal (induction needs them, as it may start anywhere).
             "register_copies": [(flushing_data, flushing), (flushing_rows, flushing),
                                 (in_run, state == RUN), (flush_go, flushing & flush_gate),
+                                # (the flush's issue register is its definition: the
+                                # stream and the flush never issue together because of it)
                                 (flushing, (state == FLUSH) & (flush_pass != 0)),
                                 *zip(g4_rows_cmp, g4_rows, strict=True),
                                 *((f.inner_nonempty, f.inner_level != 0)

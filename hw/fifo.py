@@ -4,9 +4,10 @@
 Amaranth's buffered FIFO reads its memory when ``inner_level != 0`` and its output register is
 free or being read; that test is a wide OR of the level in front of the memory's read enable,
 the read pointer's and the level's enables, all in the cycle of the consumer's late ``r_en``
-(``docs/HARDWARE.md``, "Timing").  Here ``inner_nonempty`` is a flip-flop that always equals
-``inner_level != 0``: its next value is chosen by the same late enables among values made from
-registers (``inner_level != 1`` is the only comparison, of a register with a constant).
+(``docs/HARDWARE.md``, "Pipeline": "The FIFOs between the paths").  Here ``inner_nonempty``
+is a flip-flop that always equals ``inner_level != 0``: its next value is chosen by the same
+late enables among values made from registers (``inner_level != 1`` is the only comparison, of
+a register with a constant).
 """
 
 from __future__ import annotations
