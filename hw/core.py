@@ -912,7 +912,8 @@ class SgdCore(wiring.Component):
         # any issue.  A flush issues while ``flushing``: its beat is all zeros.)
         m.submodules.decoder = dec = FieldDecoder(bus_width=p.bus_width, lanes=lanes,
                                                   latency=2, settings_latency=1)
-        m.d.comb += [dec.data.eq(Mux(flushing_data, 0, Mux(mid_beat, held_data, self.s_data))),
+        m.d.comb += [dec.data.eq(Mux(mid_beat, held_data, self.s_data)),
+                     dec.zero.eq(flushing_data),
                      dec.encoding.eq(cfg.encoding), dec.bits.eq(cfg.bits)]
         # The memory rows of the issued slice, registered with it (each slicer's from its own
         # offset register; the issue only chooses).

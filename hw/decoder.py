@@ -101,6 +101,9 @@ class FieldDecoder(wiring.Component):
     -------
     data : In(W)
         The beat (``tdata``).
+    zero : In(1)
+        Decode an all-zero beat instead of ``data`` (the engine's flush).  At latency 2 it
+        clears the gathering's registers (a synchronous clear: nothing in front of them).
     encoding : In(2)
         :class:`~zipsgd.spec.stream.Encoding` code: 0 double, 1 single, 2 raw32.
     bits : In(4)
@@ -167,6 +170,7 @@ class FieldDecoder(wiring.Component):
         words = data.ArrayLayout(signed(WORD_WIDTH), lanes)
         return wiring.Signature({
             "data": In(bus_width),
+            "zero": In(1),
             "encoding": In(2),
             "bits": In(4),
             "valid": Out(lanes),
@@ -225,6 +229,10 @@ class FieldDecoder(wiring.Component):
             return selects, raw
 
         gather_selects, gather_raw = settings(self.encoding, self.bits, "sel")
+        # An all-zero beat gathers zeros: at latency 2 ``zero`` clears the gathered registers
+        # instead (below), so that it is not in front of the gathering.
+        cleared_late = self._latency == 2
+        beat = self.data if cleared_late else Mux(self.zero, 0, self.data)
         group_selects = {}   # settings routing one beat bit to one output bit -> their OR
 
         def group_select(keys):
@@ -239,7 +247,7 @@ class FieldDecoder(wiring.Component):
 
         def gather(terms):
             """One output bit: ``OR over beat positions p of (data[p] & group select of p)``."""
-            return any_of(self.data[pos] & group_select(keys)
+            return any_of(beat[pos] & group_select(keys)
                           for pos, keys in sorted(terms.items()))
 
         # Step 1, gathering: each lane's index and sample bits from the beat (AND-OR trees).
@@ -269,7 +277,7 @@ class FieldDecoder(wiring.Component):
                 index.eq(Cat(*(gather(terms) for terms in index_terms))),
             ]
             gathered.append((index, sample1, sample2))
-        raw_words = [self.data[32 * lane: 32 * lane + 32] for lane in range(raw_lanes)]
+        raw_words = [beat[32 * lane: 32 * lane + 32] for lane in range(raw_lanes)]
 
         # What the settings decide for step 2: the one-hot selects, the aligned weight of a
         # sample bit (the level step 2**(8 - b) on the 256-step grid) and each lane's valid.
@@ -295,6 +303,9 @@ class FieldDecoder(wiring.Component):
             # (the decodes fan out to every lane: from registers they are a short way).
             gathered = [tuple(register(v, v.name) for v in lane_bits) for lane_bits in gathered]
             raw_words = [register(w, f"lane{lane}_raw_word") for lane, w in enumerate(raw_words)]
+            with m.If(self.zero):
+                m.d.sync += [reg.eq(0) for lane_bits in gathered for reg in lane_bits]
+                m.d.sync += [word.eq(0) for word in raw_words]
             bits = register(bits, "bits")
             selects = {key: register(sel, sel.name) for key, sel in selects.items()}
             sel_raw = register(sel_raw, "word_sel_raw")

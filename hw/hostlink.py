@@ -152,10 +152,11 @@ class HostLinkBridge(wiring.Component):
         word = Signal(32)
         aw_done, w_done = Signal(), Signal()
         waited = Signal(range(lp.ready_timeout + 1))
-        # The engine's handshakes (a write response, a beat taken) are registered before the
-        # state machine acts on them: a cycle more per word, and the engine's late ready and
-        # response logic stops at one flip-flop here.
+        # The engine's handshakes (a read answer, a write response, a beat taken) are
+        # registered before the state machine acts on them: a cycle more per word, and the
+        # engine's late ready, valid and response logic stops at one flip-flop here.
         b_seen, b_error = Signal(), Signal()
+        r_seen, r_error = Signal(), Signal()
         offering, beat_taken = Signal(), Signal()
         # TVALID is its own copy of ``offering`` (the same register, kept apart in synthesis):
         # the bridge's handshake logic and the engine's issue decision each read a flip-flop
@@ -305,10 +306,13 @@ class HostLinkBridge(wiring.Component):
                 with m.If(axil.arready):
                     m.next = "READ_R"
             with m.State("READ_R"):
-                m.d.comb += axil.rready.eq(1)
-                with m.If(axil.rvalid):
-                    m.d.sync += word.eq(axil.rdata)
-                    with m.If(axil.rresp != 0):
+                m.d.comb += axil.rready.eq(~r_seen)
+                m.d.sync += r_seen.eq(r_seen | axil.rvalid)
+                with m.If(~r_seen):
+                    m.d.sync += [word.eq(axil.rdata), r_error.eq(axil.rresp != 0)]
+                with m.Else():
+                    m.d.sync += r_seen.eq(0)
+                    with m.If(r_error):
                         error(link.Code.BUS_ERROR, index)
                     with m.Else():
                         m.next = "READ_STORE"

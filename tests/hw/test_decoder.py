@@ -182,17 +182,19 @@ def test_decoder_undefined_settings_decode_nothing():
 def test_decoder_latency(latency, settings_latency):
     """Outputs are the decode of the beat ``latency`` cycles earlier (0 after reset), with
     the settings changing from beat to beat: the settings set with the beat, or those of the
-    cycle before it (``settings_latency`` = 1)."""
+    cycle before it (``settings_latency`` = 1).  A beat with ``zero`` set decodes as 0."""
     dut = FieldDecoder(bus_width=64, latency=latency, settings_latency=settings_latency)
     rng = np.random.default_rng(7)
     cases = []
     for encoding, bits in [(Encoding.DOUBLE, 1), (Encoding.SINGLE, 8), (Encoding.RAW32, 32),
                            (Encoding.DOUBLE, 5)]:
         layout = StreamLayout(encoding, bits, 64)
-        for beat in random_beats(rng, 64, 3):
-            cases.append((beat, int(encoding), bits & 15, ref_decode(beat, layout)))
+        for k, beat in enumerate(random_beats(rng, 64, 4)):
+            zero = k == 2
+            cases.append((beat, int(encoding), bits & 15, zero,
+                          ref_decode(0 if zero else beat, layout)))
     reset_value = (0, 0, [], [], 0)
-    expected = [reset_value] * latency + [case[3] for case in cases]
+    expected = [reset_value] * latency + [case[4] for case in cases]
     checked = []
 
     # The settings driven with each beat: its own, or those of the next beat (a cycle ahead).
@@ -207,7 +209,7 @@ def test_decoder_latency(latency, settings_latency):
             ctx.set(dut.encoding, cases[0][1])
             ctx.set(dut.bits, cases[0][2])
             await ctx.tick()
-        for cycle, (beat, _, _, _) in enumerate(cases + cases[:latency]):
+        for cycle, (beat, _, _, zero, _) in enumerate(cases + cases[:latency]):
             encoding, bits = settings[cycle % len(cases)]
             per_beat, _, first, second, label = want = expected[cycle]
             assert ctx.get(dut.fields_per_beat) == per_beat, cycle
@@ -217,6 +219,7 @@ def test_decoder_latency(latency, settings_latency):
             assert ctx.get(dut.label) == label, cycle
             checked.append(want)
             ctx.set(dut.data, beat)
+            ctx.set(dut.zero, zero)
             ctx.set(dut.encoding, encoding)
             ctx.set(dut.bits, bits)
             await ctx.tick()
