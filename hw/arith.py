@@ -17,12 +17,28 @@ from amaranth.hdl import Cat, ClockSignal, Const, Instance, Mux, Signal, Value, 
 from ..spec.fixed import RAND_BITS, RoundingMode
 
 __all__ = ["saturate", "saturate_runtime", "format_top", "format_limits", "shift_left_bounded",
-           "Rounder", "Product", "rotate", "popcount", "any_of", "replicas", "REPLICA_ATTRIBUTE"]
+           "Rounder", "Product", "rotate", "popcount", "any_of", "replicas", "less_than",
+           "REPLICA_ATTRIBUTE"]
 
 #: The wire attribute that marks the registers made by :func:`replicas`; the synthesis script
 #: keeps the flip-flops that drive such wires (``hw/synth.py``, ``KEEP_REPLICAS``), which would
 #: otherwise be merged back into one (Yosys ``opt_merge``: same input, same cell).
 REPLICA_ATTRIBUTE = "zipsgd_replica"
+
+
+def less_than(a, b) -> Value:
+    """``a < b`` for values of any signedness, as the sign of ``a - b`` made one bit wider than
+    both (so it never overflows).  On an ECP5 that sign is the carry chain's last sum output:
+    Yosys builds ``<`` as a subtraction plus an overflow correction from the chain's last two
+    carries, which takes another carry cell and logic after it (``docs/HARDWARE.md``,
+    "Comparisons")."""
+    def widened(v):
+        v = Value.cast(v)
+        return v if v.shape().signed else Cat(v, Const(0, 1)).as_signed()
+
+    a, b = widened(a), widened(b)
+    width = max(len(a), len(b)) + 1
+    return (a.as_signed() - b.as_signed())[width - 1]
 
 
 def saturate(value: Value, width: int) -> tuple[Value, Value]:

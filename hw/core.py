@@ -58,6 +58,7 @@ from .arith import (
     Rounder,
     any_of,
     format_limits,
+    less_than,
     popcount,
     replicas,
     rotate,
@@ -226,12 +227,10 @@ class _Slicer:
         registers, compared with the limits: (next beat's first slice is its last, next beat
         is the sample's last, next slice is its beat's last)."""
         limits = self._limits
-        beat_f0 = Cat(beat_f0, Const(0, 1)).as_signed()
-        f0 = Cat(f0, Const(0, 1)).as_signed()
-        return (limits.one_slice_beats | (beat_f0 > limits.next_beat_one_slice),
-                beat_f0 > limits.next_beat_is_last,
+        return (limits.one_slice_beats | less_than(limits.next_beat_one_slice, beat_f0),
+                less_than(limits.next_beat_is_last, beat_f0),
                 # per_beat - (index + 1) lanes <= lanes, or the slice after starts past n.
-                (index + 2 >= limits.slices_per_beat) | (f0 > limits.next_slice_ends))
+                (index + 2 >= limits.slices_per_beat) | less_than(limits.next_slice_ends, f0))
 
     def _go(self, m, f0, beat_f0, index, slice_last, beat_last, next_beat, next_slice,
             conditions):
@@ -484,6 +483,11 @@ class SgdCore(wiring.Component):
 
         cfg = _Config(p)
         pipe_reset = Signal()  # clears every pipeline and FIFO (start, abort)
+        # The same reset in copies for the FIFOs, the forward path's and the gradient path's
+        # valid bits, each made from a copy of its own of the start's acceptance, so that no
+        # one net spans the die (with the abort, a register of the register file).
+        fifo_reset, forward_reset, gradient_reset = (Signal(name=f"{path}_reset")
+                                                     for path in ("fifo", "forward", "gradient"))
 
         # -- memories: model and the two gradient sets, one bank per lane ------------------
         # A read in the cycle of a write to the same row is never used (the forwarding and
@@ -532,8 +536,8 @@ class SgdCore(wiring.Component):
         # room for every sample that may be inside the forward path (fewer than
         # RESIDUAL_FIFO_SLACK: the path is shorter than that many cycles).
         efifo = BufferedFifo(width=32, depth=2 * RESIDUAL_FIFO_SLACK)
-        m.submodules.sample_fifo = ResetInserter(pipe_reset)(sfifo)
-        m.submodules.scaled_residual_fifo = ResetInserter(pipe_reset)(efifo)
+        m.submodules.sample_fifo = ResetInserter(fifo_reset)(sfifo)
+        m.submodules.scaled_residual_fifo = ResetInserter(fifo_reset)(efifo)
 
         # -- state ---------------------------------------------------------------------------
         state = Signal(range(7))
@@ -598,6 +602,11 @@ class SgdCore(wiring.Component):
         m.d.comb += error_events[ErrorBit.START_WHILE_BUSY].eq(self.start & self.busy)
         m.d.comb += error_events[ErrorBit.BAD_CONFIG].eq(start_request & ~start_ok)
         m.d.comb += pipe_reset.eq(start_ok | self.abort_epoch)
+        start_ok_copies = replicas(m, "start_ok", start_pulse & config_checks.all(), 3,
+                                   reset_less=False)
+        m.d.comb += [reset.eq(copy | self.abort_epoch) for reset, copy
+                     in zip((fifo_reset, forward_reset, gradient_reset), start_ok_copies,
+                            strict=True)]
         with m.If(start_ok):
             m.d.sync += [
                 cfg.encoding.eq(self.cfg_encoding), cfg.bits.eq(self.cfg_bits),
@@ -647,10 +656,9 @@ class SgdCore(wiring.Component):
         def lanes_in_range(f0, index):
             """Bit ``i``: lane ``i`` of the slice at field ``f0``, number ``index`` in its
             beat, holds a feature of the beat."""
-            f0_signed = Cat(f0, Const(0, 1)).as_signed()
-            first = Cat(index << log_lanes, Const(0, 1)).as_signed()
-            return Cat(*(((f0 != 0) if i == 0 else Const(1, 1)) & (f0_signed <= n_less[i])
-                         & (first < per_beat_less[i]) for i in range(lanes)))
+            first = index << log_lanes
+            return Cat(*(((f0 != 0) if i == 0 else Const(1, 1)) & ~less_than(n_less[i], f0)
+                         & less_than(first, per_beat_less[i]) for i in range(lanes)))
         # Label alignment (stage 3) and loss narrowing: left or right, by how much.
         raw_gain = cfg.fl_m + QUANT_FEATURE_FRAC - RAW_LABEL_FRAC
         label_left = derived("label_left", 1, ~cfg.raw | (cfg.fl_m + QUANT_FEATURE_FRAC
@@ -837,7 +845,7 @@ class SgdCore(wiring.Component):
         sfifo_w_en = Signal()
         sfifo_w_data = Signal(len(sfifo.w_data), reset_less=True)
         m.d.sync += [
-            sfifo_w_en.eq(take & ~pipe_reset),
+            sfifo_w_en.eq(take & ~fifo_reset),
             sfifo_w_data.eq(Cat(self.s_data, last_beat_expected, first_of_batch, last_of_batch,
                                 batch_parity)),
         ]
@@ -889,7 +897,7 @@ class SgdCore(wiring.Component):
         a_pass_end = Signal()
         a_index = Signal(range(max(2, max_slices)))
         m.d.sync += [
-            a_valid.eq(issue_valid & ~pipe_reset), a_fused.eq(issue_fused),
+            a_valid.eq(issue_valid & ~forward_reset), a_fused.eq(issue_fused),
             a_flush.eq(flushing), a_f0.eq(issue_f0),
             a_first.eq(Mux(flushing, sweep.at_start, feed.at_start)),
             a_last.eq(Mux(flushing, 0, feed.sample_last)),
@@ -962,7 +970,7 @@ class SgdCore(wiring.Component):
         b_parity = Signal()
         b_forward = Signal(UPDATE_WINDOW - 1)
         b_range_mask = Signal(lanes)
-        m.d.sync += [b_valid.eq(a_valid & ~pipe_reset), b_fused.eq(a_fused),
+        m.d.sync += [b_valid.eq(a_valid & ~forward_reset), b_fused.eq(a_fused),
                      b_flush.eq(a_flush), b_first.eq(a_first), b_last.eq(a_last),
                      b_pass_end.eq(a_pass_end), b_f0.eq(a_f0), b_parity.eq(a_parity),
                      b_forward.eq(a_forward),
@@ -993,7 +1001,9 @@ class SgdCore(wiring.Component):
         # become x3 (docs/ENGINE.md stage 6) and are written back in U13; a plain beat's words
         # pass, or are replaced by a fused beat's newer words (forwarding).
         # ======================================================================================
-        in_flight = []   # valid bits of the stages made by carry() and delay(): the drain waits
+        # (valid bit, its next value) of the stages made by carry() and delay(): the drain waits
+        # until they are clear (forward_tail, below).
+        in_flight = []
 
         def stage(name, shape, value, reset_less=False):
             sig = Signal(shape, name=name, reset_less=reset_less)
@@ -1012,8 +1022,8 @@ class SgdCore(wiring.Component):
             """The next stage's registers of every member of ``src`` but ``drop`` (a member is
             a value or a list of per-lane values; the valid bit is cleared by a reset).  Each
             member in ``replicate`` becomes a list: one register per bank (:func:`replicas`)."""
-            out = {"valid": stage(f"{prefix}_valid", 1, src["valid"] & ~pipe_reset)}
-            in_flight.append(out["valid"])
+            out = {"valid": stage(f"{prefix}_valid", 1, src["valid"] & ~forward_reset)}
+            in_flight.append((out["valid"], src["valid"] & ~forward_reset))
             # The members are data (the valid bit qualifies them): no reset, which keeps the
             # reset's fan-out small.
             for key, sig in src.items():
@@ -1074,8 +1084,8 @@ class SgdCore(wiring.Component):
             "above_lo": [u3["x"][b] - model_lo for b in range(lanes)]}, replicate=("fused",))
         u5 = carry("u5", u4 | {
             "diff": [(u4["x"][b] - steps[b][0][0])[:32] for b in range(lanes)],
-            "over": [u4["above_hi"][b] > steps[b][0][1] for b in range(lanes)],
-            "under": [u4["above_lo"][b] < steps[b][0][2] for b in range(lanes)]},
+            "over": [less_than(steps[b][0][1], u4["above_hi"][b]) for b in range(lanes)],
+            "under": [less_than(u4["above_lo"][b], steps[b][0][2]) for b in range(lanes)]},
             drop=("above_hi", "above_lo"))
         # From U6 on a beat carries one model word: a fused beat's x1, x2, ..., a plain beat's
         # own word x unchanged (its decay is taken as 0 in U10), so the pipeline does not carry
@@ -1208,7 +1218,7 @@ class SgdCore(wiring.Component):
         # Whether the tree's last stage holds a stream slice (valid, not a flush beat), and one
         # of its first slice and of its last, as registers beside it (each enables dozens of
         # the accumulator's and the sample stage's flip-flops), made with its valid bit.
-        dot_take = before["valid"] & ~pipe_reset & ~before["flush"]
+        dot_take = before["valid"] & ~forward_reset & ~before["flush"]
         acc_take, first_take, last_take = (
             replicas(m, name, value, 1, reset_less=False)[0] for name, value in (
                 ("acc_take", dot_take), ("acc_first_take", dot_take & before["first"]),
@@ -1227,21 +1237,22 @@ class SgdCore(wiring.Component):
         with m.If(first_take):
             m.d.sync += held_label.eq(tree["label"])
         with m.If(last_take):
-            m.d.sync += [s_valid.eq(~pipe_reset), s_dot.eq(total),
+            m.d.sync += [s_valid.eq(~forward_reset), s_dot.eq(total),
                          s_label.eq(Mux(tree["first"], tree["label"], held_label))]
 
         # Stage R: residual (stage 3); the residual generator steps once per sample.
-        r_valid = stage("r_valid", 1, s_valid & ~pipe_reset)
+        r_valid = stage("r_valid", 1, s_valid & ~forward_reset)
         r_res = stage("r_res", signed(dot_width + 1), s_dot - s_label)
         m.d.comb += rng.step[lanes].eq(s_valid)
 
         def delay(name, value, cycles, valid=False):
             """``value`` ``cycles`` clock cycles later (a valid bit is cleared by a reset)."""
             for k in range(cycles):
-                value = stage(f"{name}_d{k}", value.shape(), value & ~pipe_reset if valid
+                before = value
+                value = stage(f"{name}_d{k}", value.shape(), value & ~forward_reset if valid
                               else value, reset_less=not valid)
                 if valid:
-                    in_flight.append(value)
+                    in_flight.append((value, before & ~forward_reset))
             return value
 
         # Residual: step * r (pipelined multiplier), rounding (pipelined rounder), saturation
@@ -1266,8 +1277,11 @@ class SgdCore(wiring.Component):
         narrowed = stage("loss_narrowed", signed(dot_width + 1 + 31),
                          Mux(loss_gain_left, r_res << loss_amount, r_res >> loss_amount))
         loss_limit = 1 << (LOSS_RESIDUAL_WIDTH - 1)
-        loss_over = stage("loss_over", 1, narrowed >= loss_limit)
-        loss_under = stage("loss_under", 1, narrowed < -loss_limit)
+        # (Tests of the top bits: narrowed >= 2**31 when it is not negative and they are not
+        # all 0, narrowed < -2**31 when it is negative and they are not all 1.)
+        loss_top = narrowed[LOSS_RESIDUAL_WIDTH - 1:]
+        loss_over = stage("loss_over", 1, ~loss_top[-1] & loss_top.any())
+        loss_under = stage("loss_under", 1, loss_top[-1] & ~loss_top.all())
         loss_low = stage("loss_low", signed(LOSS_RESIDUAL_WIDTH), narrowed[:LOSS_RESIDUAL_WIDTH])
         loss_word = stage("loss_word", signed(LOSS_RESIDUAL_WIDTH),
                           Mux(loss_over, loss_limit - 1, Mux(loss_under, -loss_limit, loss_low)))
@@ -1305,7 +1319,7 @@ class SgdCore(wiring.Component):
         # Like the stream's copy, the head moves on by a slice with every slice popped.
         head_valid_next = Signal()
         m.d.comb += head_valid_next.eq(Mux(sfifo.r_rdy & sfifo.r_en, 1,
-                                           Mux(head_done, 0, head_valid)) & ~pipe_reset)
+                                           Mux(head_done, 0, head_valid)) & ~gradient_reset)
         m.d.sync += head_valid.eq(head_valid_next)
         with m.If(sfifo.r_rdy & sfifo.r_en):
             m.d.sync += head[p.bus_width:].eq(sfifo.r_data[p.bus_width:])
@@ -1334,20 +1348,25 @@ class SgdCore(wiring.Component):
         with m.If(pop):
             walk.advance(m)
         # Restarted at a pipeline reset and again in START, when the settings are latched;
-        # ``starting`` (a start accepted a cycle ago) is START as a register of its own,
-        # not a decode of the state (an abort in that cycle restarts it anyway).
+        # ``starting`` (a start accepted a cycle ago, and no abort in that cycle) is START as
+        # a register of its own, not a decode of the state: the state machine's START
+        # statements are under it too (below).
         starting = Signal()
-        m.d.sync += starting.eq(start_ok)
-        with m.If(pipe_reset | starting):
+        m.d.sync += starting.eq(start_ok & ~self.abort_epoch)
+        # (Each slicer's restart from copies of its own: the gradient path's reset, and a
+        # copy of ``starting`` per slicer.)
+        walk_starting, sweep_starting = replicas(m, "starting", start_ok & ~self.abort_epoch,
+                                                 2, reset_less=False)
+        with m.If(gradient_reset | walk_starting):
             walk.restart(m)
         # The flush's slicer likewise: it moves only in FLUSH and each pass ends back at the
         # start, so it is there when DRAIN ends (an abort is followed by START), and the
         # drain's late end is not among its enables.
-        with m.If(pipe_reset | starting):
+        with m.If(pipe_reset | sweep_starting):
             sweep.restart(m)
 
         # G1: decode F2, c = e * F2 (stage 5).
-        g1_valid = stage("g1_valid", 1, pop & ~pipe_reset)
+        g1_valid = stage("g1_valid", 1, pop & ~gradient_reset)
         g1_f0 = stage("g1_f0", field_bits, g_f0)
         g1_e = stage("g1_e", signed(32), efifo.r_data.as_signed())
         g1_overwrite = stage("g1_overwrite", 1, pop_first_of_batch)
@@ -1364,13 +1383,13 @@ class SgdCore(wiring.Component):
         g1b = {"valid": g1_valid, "f0": g1_f0, "e": g1_e, "overwrite": g1_overwrite,
                "batch_end": g1_batch_end, "parity": g1_parity,
                "range": lanes_in_range(g1_f0, g1_index)}
-        g1b = {key: stage(f"g1b_{key}", sig.shape(), sig & ~pipe_reset if key == "valid"
+        g1b = {key: stage(f"g1b_{key}", sig.shape(), sig & ~gradient_reset if key == "valid"
                           else sig) for key, sig in g1b.items()}
-        in_flight.append(g1b["valid"])
+        in_flight.append((g1b["valid"], g1_valid & ~gradient_reset))
         g1b_second = [gdec.second[i] for i in range(lanes)]
-        go = {key: stage(f"go_{key}", sig.shape(), sig & ~pipe_reset if key == "valid"
+        go = {key: stage(f"go_{key}", sig.shape(), sig & ~gradient_reset if key == "valid"
                          else sig) for key, sig in g1b.items() if key != "range"}
-        in_flight.append(go["valid"])
+        in_flight.append((go["valid"], g1b["valid"] & ~gradient_reset))
         go_mask = stage("go_mask", lanes, g1b["range"] & gdec.valid)
         go_op = [stage(f"go_op{i}", signed(32 if i < raw_lanes else _QUANT_WIDTH),
                        _operand(g1b_second[i], raw_copy("go_op", i), i < raw_lanes))
@@ -1401,7 +1420,7 @@ class SgdCore(wiring.Component):
 
         # G3: the memory's data; H: that data registered (so that the block RAM's read is a
         # cycle of its own), old value (memory or forwarded) + c; G4: write.
-        g3_valid = stage("g3_valid", 1, g2_valid & ~pipe_reset)
+        g3_valid = stage("g3_valid", 1, g2_valid & ~gradient_reset)
         g3_overwrite = stage("g3_overwrite", 1, g2_overwrite)
         g3_batch_end = stage("g3_batch_end", 1, g2_batch_end)
         g3_parity = stage("g3_parity", 1, g2_parity)
@@ -1409,20 +1428,20 @@ class SgdCore(wiring.Component):
         g3_rows = [stage(f"g3_row{b}", range(rows), g2_rows[b]) for b in range(lanes)]
         g3_en = stage("g3_en", lanes, Cat(*en_banks))
         g3_c = [stage(f"g3_c{b}", signed(42), c_banks[b]) for b in range(lanes)]
-        h_valid = stage("h_valid", 1, g3_valid & ~pipe_reset)
+        h_valid = stage("h_valid", 1, g3_valid & ~gradient_reset)
         h_overwrite = stage("h_overwrite", 1, g3_overwrite)
         h_batch_end = stage("h_batch_end", 1, g3_batch_end)
         h_parity = stage("h_parity", 1, g3_parity)
         h_rows = [stage(f"h_row{b}", range(rows), g3_rows[b]) for b in range(lanes)]
         h_en = stage("h_en", lanes, g3_en)
         h_c = [stage(f"h_c{b}", signed(42), g3_c[b], reset_less=True) for b in range(lanes)]
-        g4_valid = stage("g4_valid", 1, h_valid & ~pipe_reset)
+        g4_valid = stage("g4_valid", 1, h_valid & ~gradient_reset)
         g4_batch_end = stage("g4_batch_end", 1, h_batch_end)
         g4_parity = stage("g4_parity", 1, h_parity)
         g4_rows = [stage(f"g4_row{b}", range(rows), h_rows[b]) for b in range(lanes)]
         g4_en = stage("g4_en", lanes, h_en)
         # The stage after the write, for the forwarding below.
-        g5_valid = stage("g5_valid", 1, g4_valid & ~pipe_reset)
+        g5_valid = stage("g5_valid", 1, g4_valid & ~gradient_reset)
         g5_parity = stage("g5_parity", 1, g4_parity)
         g5_rows = [stage(f"g5_row{b}", range(rows), g4_rows[b]) for b in range(lanes)]
         g5_en = stage("g5_en", lanes, g4_en)
@@ -1505,8 +1524,16 @@ class SgdCore(wiring.Component):
         # ======================================================================================
         # Control
         # ======================================================================================
-        # (in_flight holds the valid bits of both paths' multi-cycle steps.)
-        forward_busy = a_valid | b_valid | s_valid | r_valid | Cat(*in_flight).any()
+        # (in_flight holds the valid bits of both paths' multi-cycle steps.)  Whether any
+        # stage after A holds a beat is a register (``forward_tail``), loaded with the OR of
+        # their next values, so that the drain's end and SETTLE's test read two flip-flops
+        # instead of a wide OR of the pipelines' valid bits.
+        after_a = [(b_valid, a_valid & ~forward_reset), (s_valid, last_take & ~forward_reset),
+                   (r_valid, s_valid & ~forward_reset), *in_flight]
+        forward_tail = Signal()
+        forward_tail_means = any_of(valid for valid, _ in after_a)
+        m.d.sync += forward_tail.eq(any_of(next_value for _, next_value in after_a))
+        forward_busy = a_valid | forward_tail
         gradient_busy = (sfifo_w_en | sfifo.r_rdy | head_valid | efifo.r_rdy | g1_valid | g3_valid
                          | h_valid | g4_valid)
 
@@ -1526,21 +1553,21 @@ class SgdCore(wiring.Component):
                                               Mux(flush_waiting, flush_wait != 1, 0)))
         m.d.sync += flush_go.eq(flushing_next & ~(at_start_next & waiting_next))
 
+        with m.If(starting):   # the state is START (a register of its own, above)
+            # The settings are latched now: the walkers' conditions follow them.
+            feed.restart(m)
+            m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(0), batch_parity.eq(0),
+                         in_samples.eq(0),
+                         grad_batches_done.eq(0), acc.eq(0), *enter(RUN),
+                         batches_begun.eq(0), batches_pending.eq(0),
+                         first_of_batch.eq(1), fused_sample.eq(0), gradients_ready.eq(1),
+                         samples_to_begin.eq(cfg.samples - 1),
+                         begin_one.eq(cfg.samples == 2), begin_two.eq(cfg.samples == 3),
+                         last_sample.eq(cfg.samples == 1)]
         with m.Switch(state):
             with m.Case(IDLE, DISCARD):
                 with m.If(start_ok):
                     m.d.sync += enter(START)
-            with m.Case(START):
-                # The settings are latched now: the walkers' conditions follow them.
-                feed.restart(m)
-                m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(0), batch_parity.eq(0),
-                             in_samples.eq(0),
-                             grad_batches_done.eq(0), acc.eq(0), *enter(RUN),
-                             batches_begun.eq(0), batches_pending.eq(0),
-                             first_of_batch.eq(1), fused_sample.eq(0), gradients_ready.eq(1),
-                             samples_to_begin.eq(cfg.samples - 1),
-                             begin_one.eq(cfg.samples == 2), begin_two.eq(cfg.samples == 3),
-                             last_sample.eq(cfg.samples == 1)]
             with m.Case(RUN):
                 with m.If(handshake & ~framing_ok):
                     m.d.sync += enter(DISCARD)
@@ -1609,6 +1636,10 @@ class SgdCore(wiring.Component):
             # Registers loaded with others, as (copy, what it stands for): every harness
             # asserts each pair equal (induction needs them, as it may start anywhere).
             "register_copies": [(flushing_data, flushing), (flushing_rows, flushing),
+                                (starting, state == START), (walk_starting, starting),
+                                (sweep_starting, starting),
+                                *((copy, start_ok) for copy in start_ok_copies),
+                                (forward_tail, forward_tail_means),
                                 (in_run, state == RUN), (flush_go, flushing & flush_gate),
                                 # (the flush's issue register is its definition: the
                                 # stream and the flush never issue together because of it)
@@ -1618,9 +1649,12 @@ class SgdCore(wiring.Component):
                                   for f in (sfifo, efifo))],
             # Facts of every reachable state that the logic relies on (asserted likewise).
             "invariants": [~feed.at_start | feed.first_slice,
+                           # (An accepted start comes while idle or discarding: the pulse
+                           # needs ~busy, and a start waits a cycle, busy, for its checks.)
+                           state <= START, ~start_ok | state.matches(IDLE, DISCARD),
+                           ~start_ok | start_request,
                            # (START restarts the flush's slicer, which then moves only in
                            # FLUSH: it waits at the start through RUN and DRAIN.)
-                           (state != START) | starting,
                            ((state != RUN) & (state != DRAIN))
                            | (sweep.at_start & sweep.first_slice),
                            # (A FIFO's level never passes its memory's depth.)

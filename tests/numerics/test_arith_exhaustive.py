@@ -31,13 +31,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pytest
-from amaranth.hdl import Cat, Const, Module, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
 from amaranth.sim import Simulator
 
 from zipsgd.hw.arith import (
     Rounder,
     format_limits,
     format_top,
+    less_than,
     saturate,
     saturate_runtime,
     shift_left_bounded,
@@ -527,3 +528,31 @@ if __name__ == "__main__":
         total += count
         print(f"{what}: {count} cases")
     print(f"total: {total} cases compared with the spec")
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape"), [
+    (signed(4), signed(4)), (signed(3), signed(5)), (unsigned(4), unsigned(4)),
+    (unsigned(3), signed(4)), (signed(5), unsigned(2)), (unsigned(1), signed(1))])
+def test_less_than_every_pair(a_shape, b_shape):
+    """``less_than`` is ``<`` on every pair of values of the two shapes, and on a constant."""
+    a, b = Signal(a_shape), Signal(b_shape)
+    outputs = [less_than(a, b), less_than(a, -3), less_than(5, b)]
+    got = []
+
+    async def testbench(ctx):
+        for x in shape_values(a_shape):
+            ctx.set(a, x)
+            for y in shape_values(b_shape):
+                ctx.set(b, y)
+                got.append((x, y, *(ctx.get(o) for o in outputs)))
+
+    sim = Simulator(Module())
+    sim.add_testbench(testbench)
+    sim.run()
+    assert got == [(x, y, int(x < y), int(x < -3), int(y > 5))
+                   for x in shape_values(a_shape) for y in shape_values(b_shape)]
+
+
+def shape_values(shape) -> range:
+    return range(-(1 << (shape.width - 1)), 1 << (shape.width - 1)) if shape.signed \
+        else range(1 << shape.width)
