@@ -77,11 +77,20 @@ def format_limits(m, width: Value, max_width: int, name: str) -> tuple[Signal, S
     """Signals holding the largest and the smallest value of the run-time format of ``width``
     bits: ``(2**(width-1) - 1, -2**(width-1))``, each ``signed(max_width + 1)``.  The caller
     may register them (the engine does: its formats are latched at start), which keeps the
-    limits' arithmetic off the saturating stage."""
-    top = format_top(m, width, max_width, f"{name}_top")
+    limits' arithmetic off the saturating stage.
+
+    Each is a table of ``width`` (every bit a function of ``width``'s bits alone, no carry
+    chain), equal to ``format_top(width) - 1`` and ``-format_top(width)`` for every value of
+    ``width``, the widths outside ``1 .. max_width + 1`` included."""
     hi = Signal(signed(max_width + 1), name=f"{name}_hi")
     lo = Signal(signed(max_width + 1), name=f"{name}_lo")
-    m.d.comb += [hi.eq(top - 1), lo.eq(-top)]
+    with m.Switch(width):
+        for value in range(1 << len(width)):
+            shift = (value - 1) % (1 << len(width))     # format_top's shift amount
+            top = 1 << shift if shift <= max_width else 0
+            with m.Case(value):
+                m.d.comb += [hi.eq(Const(top - 1, signed(max_width + 2))[:max_width + 1]),
+                             lo.eq(Const(-top, signed(max_width + 2))[:max_width + 1])]
     return hi, lo
 
 

@@ -489,9 +489,16 @@ def test_format_top_and_bounded_shift():
     assert [r[0][0] for r in results] == [1 << (w - 1) for w in range(1, 33)]
     limits = LaneBench(lambda m, c, v: format_limits(m, c["width"], 32, "f"), [1], [33, 33],
                        {"width": 6}, lanes=1)
-    results = limits.run([({"width": w}, [(0,)]) for w in range(1, 33)])
-    assert [tuple(r[0]) for r in results] == [((1 << (w - 1)) - 1, -(1 << (w - 1)))
-                                              for w in range(1, 33)]
+    results = limits.run([({"width": w}, [(0,)]) for w in range(64)])
+    assert [tuple(r[0]) for r in results[1:33]] == [((1 << (w - 1)) - 1, -(1 << (w - 1)))
+                                                    for w in range(1, 33)]
+    # Outside the formats (never latched: a start checks them) they are those of format_top
+    # (1 << (w - 1) mod 64 within 33 bits, else 0) all the same: -1 and 0 for width 0.
+    tops = [((1 << ((w - 1) % 64)) if (w - 1) % 64 <= 32 else 0) for w in range(64)]
+    def wrap33(v):
+        return (v + (1 << 32)) % (1 << 33) - (1 << 32)
+
+    assert [tuple(r[0]) for r in results] == [(wrap33(t - 1), wrap33(-t)) for t in tops]
     shifts = LaneBench(lambda m, c, v, a: (shift_left_bounded(v, a.as_unsigned(), 12),),
                        [6, 5], [13])
     cases = [(v, a) for v in range(-32, 32) for a in range(16)]
