@@ -10,13 +10,14 @@ honest without pins:
   register per level) into one LED (nothing is unobserved).
 
 All harness paths are one LUT deep, so they never set fmax; the harness costs about one
-flip-flop per port bit.  The engine runs straight from the board's clock pin (no PLL), whose
+flip-flop per port bit.  The engine's reset (one of the inputs) goes through a global buffer,
+as on the board tops.  The engine runs straight from the board's clock pin (no PLL), whose
 constraint :func:`zipsgd.hw.synth.build_plan` raises to the target frequency in the LPF.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, ClockDomain, Module, ResetInserter, Signal
+from amaranth.hdl import Cat, ClockDomain, Const, Instance, Module, ResetInserter, Signal
 from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In
 
@@ -82,9 +83,13 @@ class EngineOocTop(ClockedTop):
         outputs = [getattr(engine, n) for n, mb in engine.signature.members.items()
                    if mb.flow != In]
         m.submodules.stimulus = stim = _Lfsr(sum(len(s) for s in inputs) + 8)
-        # The engine's reset is an input like the others (kept, so its logic is counted).
-        engine_reset = Signal()
-        m.d.sync += engine_reset.eq(stim.bits[-8:].all())
+        # The engine's reset is an input like the others (kept, so its logic is counted).  As
+        # on the board tops it reaches the engine through a global buffer (DCCA): a fabric net
+        # from one flip-flop to every reset input across the die would set fmax instead.
+        reset_source, engine_reset = Signal(), Signal()
+        m.d.sync += reset_source.eq(stim.bits[-8:].all())
+        m.submodules.reset_buf = Instance("DCCA", i_CLKI=reset_source, i_CE=Const(1, 1),
+                                          o_CLKO=engine_reset)
         m.submodules.engine = ResetInserter(engine_reset)(engine)
         offset = 0
         for sig in inputs:
