@@ -82,16 +82,30 @@ def format_limits(m, width: Value, max_width: int, name: str) -> tuple[Signal, S
     Each is a table of ``width`` (every bit a function of ``width``'s bits alone, no carry
     chain), equal to ``format_top(width) - 1`` and ``-format_top(width)`` for every value of
     ``width``, the widths outside ``1 .. max_width + 1`` included."""
+    # format_top shifts by k = (width - 1) mod 2**len(width); then bit i of top - 1 is k > i
+    # (k beyond max_width: top is 0, all ones) and bit i of -top is k <= i (k beyond: 0).
+    # k > i is width > i + 1, or width == 0 (k at its largest), tested as bit patterns: a
+    # constant comparison in Yosys is a carry chain, and a table (a Switch of constants)
+    # becomes a block-RAM ROM.
+    if max_width + 2 >= 1 << len(width):
+        raise ValueError(f"width needs more than {len(width)} bits for {max_width}")
     hi = Signal(signed(max_width + 1), name=f"{name}_hi")
     lo = Signal(signed(max_width + 1), name=f"{name}_lo")
-    with m.Switch(width):
-        for value in range(1 << len(width)):
-            shift = (value - 1) % (1 << len(width))     # format_top's shift amount
-            top = 1 << shift if shift <= max_width else 0
-            with m.Case(value):
-                m.d.comb += [hi.eq(Const(top - 1, signed(max_width + 2))[:max_width + 1]),
-                             lo.eq(Const(-top, signed(max_width + 2))[:max_width + 1])]
+    above = [_above(width, i + 1) | (width == 0) for i in range(max_width + 1)]
+    m.d.comb += [hi.eq(Cat(*above)), lo.eq(~Cat(*above))]
     return hi, lo
+
+
+def _above(value: Value, c: int) -> Value:
+    """``value > c`` (unsigned ``value``, constant ``c``) as an OR of bit patterns, one per 0
+    bit of ``c``: the bits above it equal to ``c``'s, that bit 1, the bits below any."""
+    n = len(value)
+    patterns = []
+    for j in range(n):
+        if not (c >> j) & 1:
+            high = format(c >> (j + 1), f"0{n - j - 1}b") if j + 1 < n else ""
+            patterns.append(high + "1" + "-" * j)
+    return value.matches(*patterns) if patterns else Const(0, 1)
 
 
 def saturate_runtime(value: Value, hi: Value, lo: Value, max_width: int) -> tuple[Value, Value]:
