@@ -282,8 +282,13 @@ def test_parse_seeds_rejects(text):
 
 def _fake_builds(monkeypatch, fmax_by_seed: dict[int, float], ran: list[int]):
     """Replace the tools with a script runner that writes each seed's report (fmax from
-    ``fmax_by_seed``) and bitstream, after checking that the seed reached nextpnr."""
+    ``fmax_by_seed``) and bitstream, after checking that the seed reached nextpnr.  The tool
+    variables the sweep sets are restored afterwards (a leaked ``YOSYS`` would make later
+    Verilog exports in this process use the YoWASP Yosys)."""
     import json
+
+    for var in synth.TOOLS:
+        monkeypatch.setenv(var, "unset-by-test")
 
     def run(plan, out):
         seed = int(re.search(r"--seed (\d+)", (out / f"{plan.script}.sh").read_text())[1])
