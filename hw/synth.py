@@ -409,7 +409,9 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
         raise ConfigError(f"jobs must be an integer >= 1, found {jobs!r}")
     _validate(board, seeds)
     use_yowasp()
-    out = Path(out_dir)
+    # Absolute: Amaranth's plan.extract changes the process's directory while it writes, which
+    # would move a relative path under the builds running in other threads.
+    out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     freq_mhz = _target_mhz(freq_mhz, ooc)

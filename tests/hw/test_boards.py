@@ -291,6 +291,7 @@ def _fake_builds(monkeypatch, fmax_by_seed: dict[int, float], ran: list[int]):
         monkeypatch.setenv(var, "unset-by-test")
 
     def run(plan, out):
+        assert out.is_absolute()   # (plan.extract in another thread changes the directory)
         seed = int(re.search(r"--seed (\d+)", (out / f"{plan.script}.sh").read_text())[1])
         ran.append(seed)
         report = dict(REPORT, fmax={"$glbnet$clk": {"achieved": fmax_by_seed[seed],
@@ -319,8 +320,10 @@ def test_seed_sweep_stops_at_the_first_that_meets_timing(monkeypatch, tmp_path):
 def test_seed_sweep_keeps_the_best_when_none_meets_timing(monkeypatch, tmp_path, jobs):
     ran = []
     _fake_builds(monkeypatch, {3: 90.0, 7: 97.25, 8: 93.0}, ran)
+    monkeypatch.chdir(tmp_path.parent)     # a relative output folder, as the CLI's default
     with pytest.raises(synth.TimingError, match="97.25 MHz < 100.00 MHz") as failed:
-        synth.run_seed_sweep(SMALL, [3, 7, 8], jobs=jobs, out_dir=tmp_path, freq_mhz=100)
+        synth.run_seed_sweep(SMALL, [3, 7, 8], jobs=jobs, out_dir=tmp_path.name,
+                             freq_mhz=100)
     assert sorted(ran) == [3, 7, 8]
     assert failed.value.summary["seed"] == 7
     assert (tmp_path / "top.bit").read_bytes() == bytes([7])
