@@ -1278,9 +1278,16 @@ class SgdCore(wiring.Component):
 
         # Loss: the residual narrowed to LOSS_RESIDUAL_WIDTH (shift, then saturate), squared
         # (pipelined multiplier), accumulated with saturation.
-        # The saturation's two tests are a stage, its choice the next.
+        # The shift is two stages (by the amount's multiple of 8, then by the rest: each a
+        # barrel shifter of two or three levels), the saturation's two tests the next, its
+        # choice the next.
+        coarse_amount, fine_amount = Cat(Const(0, 3), loss_amount[3:]), loss_amount[:3]
+        narrowed_coarse = stage("loss_narrowed_coarse", signed(dot_width + 1 + 31),
+                                Mux(loss_gain_left, r_res << coarse_amount,
+                                    r_res >> coarse_amount), reset_less=True)
         narrowed = stage("loss_narrowed", signed(dot_width + 1 + 31),
-                         Mux(loss_gain_left, r_res << loss_amount, r_res >> loss_amount))
+                         Mux(loss_gain_left, narrowed_coarse << fine_amount,
+                             narrowed_coarse >> fine_amount), reset_less=True)
         loss_limit = 1 << (LOSS_RESIDUAL_WIDTH - 1)
         # (Tests of the top bits: narrowed >= 2**31 when it is not negative and they are not
         # all 0, narrowed < -2**31 when it is negative and they are not all 1.)
@@ -1293,7 +1300,7 @@ class SgdCore(wiring.Component):
         square = Product(m, loss_word, loss_word, "loss_square", platform)
         loss_clip = delay("loss_clip", stage("loss_clip", 1, loss_over | loss_under),
                           square.latency)
-        loss_valid = delay("loss_valid", r_valid, 3 + square.latency, valid=True)
+        loss_valid = delay("loss_valid", r_valid, 4 + square.latency, valid=True)
         with m.If(loss_valid):
             new_loss = Signal(LOSS_ACC_WIDTH + 1, name="new_loss")
             m.d.comb += new_loss.eq(self.loss + (square.value.as_unsigned() >> LOSS_SQUARE_SHIFT))

@@ -66,10 +66,14 @@ KEEP_REPLICAS = f"setattr -set keep 1 a:{REPLICA_ATTRIBUTE} %ci1 t:$*dff* %i"
 #: "Memories' collisions"; every simulation checks it), and a block RAM does not keep the
 #: old word across its ports: otherwise Yosys builds a bypass for it (an address comparison
 #: and a multiplexer after the RAM's output), on the paths into and out of every bank.
+#: The mask has a bit per pair of read and write ports: one command per port count.
 UNDEFINED_COLLISIONS = "\n".join([
     "proc",              # (memory_collect skips a module with processes)
     "memory_collect",
-    f"setparam -set RD_COLLISION_X_MASK 1'1 a:{UNUSED_COLLISION_ATTRIBUTE} t:$mem_v2 %i",
+    *(f"setparam -set RD_COLLISION_X_MASK {reads * writes}'b{'1' * reads * writes} "
+      f"a:{UNUSED_COLLISION_ATTRIBUTE} t:$mem_v2 %i r:RD_PORTS={reads} %i "
+      f"r:WR_PORTS={writes} %i"
+      for reads in range(1, 5) for writes in range(1, 3)),
 ])
 
 #: nextpnr-ecp5 options of every build: the report (with every net's timing, from which

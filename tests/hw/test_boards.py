@@ -222,10 +222,10 @@ def test_synthesis_keeps_replicas(tmp_path, monkeypatch):
     assert synth.KEEP_REPLICAS in synth.build_plan(SMALL).files["top.ys"]
 
 
-def _collision_logic_after_synthesis(tmp_path, script_after_read: str) -> int:
-    """TRELLIS_FF cells around one marked 1024 x 32 memory (a block RAM) with a read and a
-    write port, after Yosys ``synth_ecp5`` (YoWASP): the flip-flops of the bypass that keeps
-    a colliding read's old word."""
+def _collision_logic_after_synthesis(tmp_path, script_after_read: str, reads: int) -> int:
+    """TRELLIS_FF cells around one marked 1024 x 32 memory (block RAMs) with ``reads`` read
+    ports and a write port, after Yosys ``synth_ecp5`` (YoWASP): the flip-flops of the bypass
+    that keeps a colliding read's old word."""
     import json
     import subprocess
 
@@ -238,24 +238,31 @@ def _collision_logic_after_synthesis(tmp_path, script_after_read: str) -> int:
     m = Module()
     m.submodules.bank = mem = memory.Memory(shape=32, depth=1024, init=[],
                                             attrs={UNUSED_COLLISION_ATTRIBUTE: 1})
-    rd, wr = mem.read_port(), mem.write_port()
-    ra, wa, wd, we, out = Signal(10), Signal(10), Signal(32), Signal(), Signal(32)
-    m.d.comb += [rd.addr.eq(ra), wr.addr.eq(wa), wr.data.eq(wd), wr.en.eq(we), out.eq(rd.data)]
-    (tmp_path / "t.il").write_text(rtlil.convert(m, ports=[ra, wa, wd, we, out]))
+    wr = mem.write_port()
+    wa, wd, we = Signal(10), Signal(32), Signal()
+    m.d.comb += [wr.addr.eq(wa), wr.data.eq(wd), wr.en.eq(we)]
+    ports = [wa, wd, we]
+    for k in range(reads):
+        rd = mem.read_port()
+        ra, out = Signal(10, name=f"ra{k}"), Signal(32, name=f"out{k}")
+        m.d.comb += [rd.addr.eq(ra), out.eq(rd.data)]
+        ports += [ra, out]
+    (tmp_path / "t.il").write_text(rtlil.convert(m, ports=ports))
     env = synth.use_yowasp()
     subprocess.run([env["YOSYS"], "-q", "-p", f"read_rtlil t.il; {script_after_read}; "
                     "synth_ecp5 -top top -noabc9 -json t.json"], cwd=tmp_path, check=True)
     cells = json.loads((tmp_path / "t.json").read_text())["modules"]["top"]["cells"]
-    assert sum(cell["type"] == "DP16KD" for cell in cells.values()) >= 1
+    assert sum(cell["type"] == "DP16KD" for cell in cells.values()) >= reads
     return sum(cell["type"] == "TRELLIS_FF" for cell in cells.values())
 
 
-def test_synthesis_leaves_marked_collisions_undefined(tmp_path, monkeypatch):
+@pytest.mark.parametrize("reads", [1, 2])    # (the model banks; the gradient banks)
+def test_synthesis_leaves_marked_collisions_undefined(tmp_path, monkeypatch, reads):
     for var in synth.TOOLS:   # use_yowasp edits os.environ: restore it afterwards
         monkeypatch.setenv(var, "unset-by-test")
-    # Without the script Yosys keeps the old word with a bypass (tens of flip-flops).
-    assert _collision_logic_after_synthesis(tmp_path, synth.UNDEFINED_COLLISIONS) == 0
-    assert _collision_logic_after_synthesis(tmp_path, "") > 32
+    # Without the script Yosys keeps the old word with a bypass (tens of flip-flops per read).
+    assert _collision_logic_after_synthesis(tmp_path, synth.UNDEFINED_COLLISIONS, reads) == 0
+    assert _collision_logic_after_synthesis(tmp_path, "", reads) > 32 * reads
     assert synth.UNDEFINED_COLLISIONS in synth.build_plan(SMALL).files["top.ys"]
 
 

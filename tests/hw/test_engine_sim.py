@@ -60,6 +60,10 @@ def special_runs(params: EngineParams) -> list[dict]:
         # Narrow formats that saturate the model and the scaled residual.
         {"config": _config("double", 4, 7, 4, model_width=8, model_frac=4, grad_width=6,
                            grad_frac=2, step=1 << 30), "samples": 24, "epochs": 2, "seed": 6},
+        # A model format whose loss narrowing shifts right by 11 (both of the shift's stages;
+        # the sweep's formats shift right by 8 and the one above left by 12).
+        {"config": _config("single", 5, lanes + 3, 4, model_frac=27), "samples": 12,
+         "epochs": 1, "seed": 8},
         # Back-to-back epochs with a fixed idle pattern and the delayed update.
         {"config": _config("single", 3, lanes - 1, 16, mode="delayed"), "samples": 50,
          "epochs": 3, "seed": 7, "idle_cycle": [False, False, True]},
