@@ -489,7 +489,7 @@ class SgdCore(wiring.Component):
         fifo_reset, forward_reset, gradient_reset = (Signal(name=f"{path}_reset")
                                                      for path in ("fifo", "forward", "gradient"))
 
-        # -- memories: the model and the gradients, one bank per lane ---------------------
+        # -- memories: model and the two gradient sets, one bank per lane ------------------
         # A read in the cycle of a write to the same row is never used (the forwarding and
         # the hazards replace or avoid it): such memories are marked, so that synthesis may
         # leave that read undefined, and in simulation it reads a poisoned word (below).
@@ -497,31 +497,26 @@ class SgdCore(wiring.Component):
         model_banks = [memory.Memory(shape=signed(MODEL_STORAGE_WIDTH), depth=rows, init=[],
                                      attrs=marked)
                        for _ in range(lanes)]
-        # Both gradient sets are in one memory per bank, the set being the address's low bit
-        # (row r of set z at 2 r + z), with a read port for the fused update (stage A) and one
-        # for the gradient path (G2): each read's data goes to its register with no choice of
-        # set in between (synthesis makes a block RAM copy per read port).
-        grad_banks = [memory.Memory(shape=signed(gacc_width), depth=2 * rows, init=[],
-                                    attrs=marked)
-                      for _ in range(lanes)]
+        grad_banks = [[memory.Memory(shape=signed(gacc_width), depth=rows, init=[],
+                                     attrs=marked)
+                       for _ in range(lanes)] for _ in range(2)]
         for b, mem in enumerate(model_banks):
             m.submodules[f"model_bank{b}"] = mem
-        for b, mem in enumerate(grad_banks):
-            m.submodules[f"grad_bank{b}"] = mem
+        for z in range(2):
+            for b, mem in enumerate(grad_banks[z]):
+                m.submodules[f"grad{z}_bank{b}"] = mem
         model_rd = [mem.read_port() for mem in model_banks]
         model_wr = [mem.write_port() for mem in model_banks]
-        grad_rd_update = [mem.read_port() for mem in grad_banks]
-        grad_rd_path = [mem.read_port() for mem in grad_banks]
-        grad_wr = [mem.write_port() for mem in grad_banks]
+        grad_rd = [[mem.read_port() for mem in bank] for bank in grad_banks]
+        grad_wr = [[mem.write_port() for mem in bank] for bank in grad_banks]
         # What the engine reads of them: in simulation (no platform) a read that met a write
         # to its row is the old word inverted, so that a test fails if the engine uses it.
         poison = platform is None
         model_data = [_collision_checked(m, rd, wr, f"model_bank{b}", poison)
                       for b, (rd, wr) in enumerate(zip(model_rd, model_wr, strict=True))]
-        grad_update_data, grad_path_data = (
-            [_collision_checked(m, rd, wr, f"grad_bank{b}_{use}", poison)
-             for b, (rd, wr) in enumerate(zip(ports, grad_wr, strict=True))]
-            for ports, use in ((grad_rd_update, "update"), (grad_rd_path, "path")))
+        grad_data = [[_collision_checked(m, rd, wr, f"grad{z}_bank{b}", poison)
+                      for b, (rd, wr) in enumerate(zip(grad_rd[z], grad_wr[z], strict=True))]
+                     for z in range(2)]
 
         # -- random generators: lanes for the update, one for the residual -----------------
         m.submodules.rng = rng = XorshiftBank(count=lanes + 1)
@@ -965,12 +960,15 @@ class SgdCore(wiring.Component):
             m.d.comb += model_rd[b].addr.eq(Mux(idle_port[b], port_row, a_rows[b]))
         # Lane generators step once per fused beat (stage A); outputs are read in stage B.
         m.d.comb += rng.step[:lanes].eq((a_valid & a_fused).replicate(lanes))
-        # Gradient reads for the fused update (stage A): the rows and the set (a_parity, a
-        # copy per bank beside its block RAMs), all registers.
-        a_parity_banks = replicas(m, "a_parity", Mux(flushing, flush_parity, pending_parity),
-                                  lanes)
-        for b in range(lanes):
-            m.d.comb += grad_rd_update[b].addr.eq(Cat(a_parity_banks[b], a_rows[b]))
+        # Gradient reads for the fused update (stage A), shared with the gradient path below:
+        # whether stage A reads gradient set z, a register per set and bank (made at issue
+        # from what a_valid, a_fused and a_parity are made of), so that each bank's address
+        # choice is one register.  (Not cleared by a pipeline reset, which a_valid is: the
+        # reset also empties the gradient path's stage G2, whose reads the choice would take.)
+        issue_parity = Mux(flushing, flush_parity, pending_parity)
+        fused_reads = [replicas(m, f"grad_read{z}", issue_valid & issue_fused
+                                & (issue_parity == z), lanes, reset_less=False)
+                       for z in range(2)]
 
         # Stage B: memory data; lane -> bank rotations of mask and random bits.
         b_valid, b_fused, b_flush, b_first, b_last, b_pass_end = (Signal() for _ in range(6))
@@ -992,7 +990,10 @@ class SgdCore(wiring.Component):
             m, "b_rotation", (-a_f0[:log_lanes])[:log_lanes], 3)
         b_x = [model_data[b] for b in range(lanes)]
         b_g = [Signal(signed(gacc_width), name=f"b_g{b}") for b in range(lanes)]
-        m.d.comb += [b_g[b].eq(grad_update_data[b]) for b in range(lanes)]
+        # (The gradient set's choice on a register of its own per bank, beside its RAMs.)
+        b_parity_banks = replicas(m, "b_parity", a_parity, lanes)
+        m.d.comb += [b_g[b].eq(Mux(b_parity_banks[b], grad_data[1][b], grad_data[0][b]))
+                     for b in range(lanes)]
         rand_lanes = [Signal(32, name=f"rand_lane{i}") for i in range(lanes)]
         m.d.comb += [rand_lanes[i].eq(rng.value[i]) for i in range(lanes)]
         rand_step_banks = rotate(m, [r[:RAND_BITS] for r in rand_lanes], rot_rand_step,
@@ -1414,9 +1415,6 @@ class SgdCore(wiring.Component):
         g2_overwrite = delay("g2_overwrite", go["overwrite"], g_lat)
         g2_batch_end = delay("g2_batch_end", go["batch_end"], g_lat)
         g2_parity = delay("g2_parity", go["parity"], g_lat)
-        # (The set of G2's reads: a copy per bank, as a_parity.)
-        g2_parity_banks = replicas(
-            m, "g2_parity", delay("g2_read_parity", go["parity"], g_lat - 1), lanes)
         g2_mask = delay("g2_mask", go_mask, g_lat)
         # The rows the reads of G2 address, made from GO's offset and carried along: the
         # block RAMs' address is then a choice between two registers.
@@ -1439,6 +1437,7 @@ class SgdCore(wiring.Component):
         g3_overwrite = stage("g3_overwrite", 1, g2_overwrite)
         g3_batch_end = stage("g3_batch_end", 1, g2_batch_end)
         g3_parity = stage("g3_parity", 1, g2_parity)
+        g3_parity_banks = replicas(m, "g3_parity", g2_parity, lanes)   # (per bank, as b_parity)
         g3_rows = [stage(f"g3_row{b}", range(rows), g2_rows[b]) for b in range(lanes)]
         g3_en = stage("g3_en", lanes, Cat(*en_banks))
         g3_c = [stage(f"g3_c{b}", signed(42), c_banks[b]) for b in range(lanes)]
@@ -1452,7 +1451,6 @@ class SgdCore(wiring.Component):
         g4_valid = stage("g4_valid", 1, h_valid & ~gradient_reset)
         g4_batch_end = stage("g4_batch_end", 1, h_batch_end)
         g4_parity = stage("g4_parity", 1, h_parity)
-        g4_parity_banks = replicas(m, "g4_parity", h_parity, lanes)   # (the write addresses')
         g4_rows = [stage(f"g4_row{b}", range(rows), h_rows[b]) for b in range(lanes)]
         g4_en = stage("g4_en", lanes, h_en)
         # The stage after the write, for the forwarding below.
@@ -1476,7 +1474,8 @@ class SgdCore(wiring.Component):
         # (G2's rows as G3 will hold them: cut to the row's width.)
         g2_rows_cut = [g2_rows[b][:len(g3_rows[b])] for b in range(lanes)]
         for b in range(lanes):
-            h_memory = stage(f"h_memory{b}", signed(gacc_width), grad_path_data[b],
+            h_memory = stage(f"h_memory{b}", signed(gacc_width),
+                             Mux(g3_parity_banks[b], grad_data[1][b], grad_data[0][b]),
                              reset_less=True)
             # Forwarding: writes of the three cycles before the read (the read is in G2, the
             # addition two cycles later, in H) are not in the memory data.  The choice is
@@ -1514,9 +1513,10 @@ class SgdCore(wiring.Component):
             m.d.sync += g4_value.eq((old + h_c[b])[:gacc_width].as_signed())
             g4_sum.append(g4_value)
         m.d.sync += [g5_sum[b].eq(g4_sum[b]) for b in range(lanes)]
-        for b in range(lanes):
-            m.d.comb += [grad_wr[b].addr.eq(Cat(g4_parity_banks[b], g4_rows[b])),
-                         grad_wr[b].data.eq(g4_sum[b]), grad_wr[b].en.eq(g4_valid & g4_en[b])]
+        for z in range(2):
+            for b in range(lanes):
+                m.d.comb += [grad_wr[z][b].addr.eq(g4_rows[b]), grad_wr[z][b].data.eq(g4_sum[b]),
+                             grad_wr[z][b].en.eq(g4_valid & g4_en[b] & (g4_parity == z))]
         with m.If(g4_valid & g4_batch_end):
             m.d.sync += grad_batches_done.eq(grad_batches_done + 1)
         batch_begins = slice_issue & feed.sample_last & last_of_batch
@@ -1529,9 +1529,10 @@ class SgdCore(wiring.Component):
         m.d.sync += [batches_pending.eq(Mux(batch_begins, pending_if[1], pending_if[0])),
                      gradients_ready.eq(Mux(batch_begins, ready_if[1], ready_if[0]))]
 
-        # The gradient path's reads (G2).
-        for b in range(lanes):
-            m.d.comb += grad_rd_path[b].addr.eq(Cat(g2_parity_banks[b], g2_rows[b]))
+        # Gradient-memory read addresses: the fused update (stage A) or the gradient path (G2).
+        for z in range(2):
+            for b in range(lanes):
+                m.d.comb += grad_rd[z][b].addr.eq(Mux(fused_reads[z][b], a_rows[b], g2_rows[b]))
 
         # ======================================================================================
         # Control
