@@ -627,9 +627,16 @@ class SgdCore(wiring.Component):
         # Derived shifts and format limits (docs/ENGINE.md stages 3, 4, 6 and the loss).  They
         # are registered: the settings are latched at start and the first beat reaches the
         # datapath cycles later, so no path runs from the settings through this arithmetic.
-        def derived(name, shape, value):
+        # Twice, unless ``early`` (used by the first issue's stage A, two cycles after the
+        # latch): the first register can sit beside the settings and the second beside its
+        # users (the first stage that uses one is U1, four cycles after the latch).
+        def derived(name, shape, value, early=False):
             sig = Signal(shape, name=name)
-            m.d.sync += sig.eq(value)
+            if early:
+                m.d.sync += sig.eq(value)
+            else:
+                near = Signal(shape, name=f"{name}_near")
+                m.d.sync += [near.eq(value), sig.eq(near)]
             return sig
 
         update_shift = derived("update_shift", range(41),
@@ -649,8 +656,8 @@ class SgdCore(wiring.Component):
         # comparison: field f0 + i is a feature (1 .. n) when f0 + i != 0 and f0 <= n - i, and
         # lane i of slice ``index`` holds a field of its beat when index * lanes < per_beat - i.
         bound = signed(max(len(cfg.n), len(cfg.per_beat), lanes.bit_length()) + 1)
-        n_less = [derived(f"n_less{i}", bound, cfg.n - i) for i in range(lanes)]
-        per_beat_less = [derived(f"per_beat_less{i}", bound, cfg.per_beat - i)
+        n_less = [derived(f"n_less{i}", bound, cfg.n - i, early=True) for i in range(lanes)]
+        per_beat_less = [derived(f"per_beat_less{i}", bound, cfg.per_beat - i, early=True)
                          for i in range(lanes)]
 
         def lanes_in_range(f0, index):
