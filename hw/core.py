@@ -1051,10 +1051,12 @@ class SgdCore(wiring.Component):
                     out[key] = stage(f"{prefix}_{key}", sig.shape(), sig, reset_less=True)
             return out
 
-        def delay_all(src, cycles, prefix, drop=()):
-            """``carry`` ``cycles`` times (the tags of a value in a multi-cycle step)."""
+        def delay_all(src, cycles, prefix, drop=(), replicate=()):
+            """``carry`` ``cycles`` times (the tags of a value in a multi-cycle step); the
+            members in ``replicate`` become one register per bank in the last."""
             for k in range(cycles):
-                src = carry(f"{prefix}{k}", src, drop if k == 0 else ())
+                src = carry(f"{prefix}{k}", src, drop if k == 0 else (),
+                            replicate if k == cycles - 1 else ())
             return src
 
         # U1: the memory words in bank order, with the random words and the lane mask rotated
@@ -1121,37 +1123,46 @@ class SgdCore(wiring.Component):
         u8 = delay_all(u6, decay_products[0].latency, "u_p", drop=("clip",))
         decays = [decay_rounder.pipelined(m, decay_products[b].value, u8["rand_decay"][b],
                                           f"u_dround{b}") for b in range(lanes)]
-        u10 = delay_all(u8, decays[0][1], "u_r", drop=("rand_decay",))
+        # (From U10 on, ``forward`` is one register per bank: it chooses each bank's words.)
+        u10 = delay_all(u8, decays[0][1], "u_r", drop=("rand_decay",), replicate=("forward",))
         x2 = [u10["x1"][b] - Mux(u10["fused"][b], decays[b][0], 0) for b in range(lanes)]
-        u11 = carry("u11", u10 | {"x2": x2}, drop=("x1",), replicate=("forward",))
         # U11: the L1 threshold (step 3), x3 = sign(x2) * max(|x2| - threshold, 0), is
         # max(x2 - threshold, 0) for x2 >= 0 and min(x2 + threshold, 0) for x2 < 0: both sums
         # are made here, and U12 chooses by signs only.
         # The words a plain beat may take by forwarding (U12 -> U13, below): the U13 register
-        # and its history, U13's words of 1 .. UPDATE_WINDOW - 3 cycles before.
+        # and its history, U13's words of 1 .. UPDATE_WINDOW - 3 cycles before.  Source j of
+        # U12's cycle (forward bit j: U13's word of j cycles before, j = 0 being the register
+        # itself) is source j - 1 a cycle earlier and j - 2 two cycles earlier (the history is
+        # a shift register).  So U13 only chooses between its own register, an early choice
+        # and the beat's own word; the early choice is made in U11 for j = 1 (the register
+        # then), and in U10 for j >= 2 (a one-hot choice of the twelve sources then, in two
+        # groups of six, each registered: two levels of logic in U10 and one in U11).
         u13_x = [Signal(signed(32), name=f"u13_x{b}") for b in range(lanes)]
         history = [[Signal(signed(32), name=f"fwd{j}_x{b}") for b in range(lanes)]
-                   for j in range(2, UPDATE_WINDOW - 1)]
+                   for j in range(2, UPDATE_WINDOW - 2)]
         for j, words in enumerate(history):
             previous = u13_x if j == 0 else history[j - 1]
             m.d.sync += [words[b].eq(previous[b]) for b in range(lanes)]
-        # A forwarded word older than the U13 register is chosen a cycle ahead (in U11): the
-        # k-th source of the next cycle (k >= 1) is the (k - 1)-th now, so U13 itself only
-        # chooses between its own register, this early choice and the beat's own word.
+        far_groups = ((2, 8), (8, UPDATE_WINDOW - 1))      # forward bits j of each group
+
+        def pick(b, bits):
+            sources = [u13_x[b]] + [words[b] for words in history]   # j - 2 two cycles ahead
+            return functools.reduce(operator.or_, (
+                Mux(u10["forward"][b][j], sources[j - 2], 0) for j in range(*bits)))
+        far = {f"forward_far{g}": [pick(b, bits) for b in range(lanes)]
+               for g, bits in enumerate(far_groups)}
+        u11 = carry("u11", u10 | {"x2": x2} | far, drop=("x1",))
+        early = [Mux(u11["forward"][b][1], u13_x[b], 0)
+                 | functools.reduce(operator.or_, (u11[key][b] for key in far))
+                 for b in range(lanes)]
         older = [u11["forward"][b][1:] for b in range(lanes)]
-        early = []
-        for b in range(lanes):
-            sources = [u13_x[b]] + [words[b] for words in history]
-            picked = Cat(*(Mux(older[b][k], sources[k], 0) for k in range(UPDATE_WINDOW - 2)))
-            early.append(functools.reduce(operator.or_, (
-                picked[32 * k: 32 * k + 32] for k in range(UPDATE_WINDOW - 2))))
         u12 = carry("u12", u11 | {
             "above": [v - cfg.threshold for v in u11["x2"]],
             "below": [v + cfg.threshold for v in u11["x2"]],
             "negative": [v < 0 for v in u11["x2"]],
             "forward_newest": [u11["forward"][b][0] for b in range(lanes)],
             "forward_older": [older[b].any() for b in range(lanes)],
-            "forwarded": early}, drop=("forward",))
+            "forwarded": early}, drop=("forward", *far))
         # Cycles from issue to the write (U13): A, B, U1, the step's rounding, U4, U5, the
         # decay's product and rounding, U10 .. U12, U13.
         write_cycle = 3 + steps[0][1] + 2 + decay_products[0].latency + decays[0][1] + 3
