@@ -996,11 +996,11 @@ class SgdCore(wiring.Component):
         rot_rand_step, rot_rand_decay, rot_mask = replicas(
             m, "b_rotation", (-a_f0[:log_lanes])[:log_lanes], 3)
         b_x = [model_data[b] for b in range(lanes)]
-        b_g = [Signal(signed(gacc_width), name=f"b_g{b}") for b in range(lanes)]
-        # (The gradient set's choice on a register of its own per bank, beside its RAMs.)
-        b_parity_banks = replicas(m, "b_parity", a_parity, lanes)
-        m.d.comb += [b_g[b].eq(Mux(b_parity_banks[b], grad_data[1][b], grad_data[0][b]))
-                     for b in range(lanes)]
+        # The gradient words of both sets go into registers of their own (U1), each with the
+        # block RAM's output as its only input, so that it can sit beside the RAM: a block
+        # RAM's output is slow (5.8 ns), and a choice of set after it would stand between the
+        # two sets' RAMs.  U1 chooses (a register per bank, beside its words).
+        b_g_sets = [[grad_data[z][b] for b in range(lanes)] for z in range(2)]
         rand_lanes = [Signal(32, name=f"rand_lane{i}") for i in range(lanes)]
         m.d.comb += [rand_lanes[i].eq(rng.value[i]) for i in range(lanes)]
         rand_step_banks = rotate(m, [r[:RAND_BITS] for r in rand_lanes], rot_rand_step,
@@ -1070,7 +1070,7 @@ class SgdCore(wiring.Component):
             "ops": [b_first_lanes[i] if i < raw_lanes else _operand(b_first_lanes[i], cfg.raw,
                                                                     False)
                     for i in range(lanes)],
-            "x": b_x, "g": b_g,
+            "x": b_x, "g_set0": b_g_sets[0], "g_set1": b_g_sets[1],
             "rand_step": rand_step_banks,
             "rand_decay": rand_decay_banks,
         })
@@ -1079,6 +1079,10 @@ class SgdCore(wiring.Component):
         label = u1["label"]
         u1["label"] = Mux(label_left, label.as_signed() << label_amount,
                           label.as_signed() >> label_amount)[:64].as_signed()
+        # U1: the gradient set's choice (a_parity two stages on, a register per bank).
+        u1_parity_banks = replicas(m, "u1_parity", b_parity, lanes)
+        u1["g"] = [Mux(u1_parity_banks[b], u1["g_set1"][b], u1["g_set0"][b])
+                   for b in range(lanes)]
         # U1..U3: step = round(G >> update_shift)   (step 1)
         # Three copies of each step, one per carry chain of U5 (x - step and the two tests);
         # the tests' copies are cut to the width of what they are compared with, x - hi and
@@ -1089,7 +1093,7 @@ class SgdCore(wiring.Component):
                                                  f"u_step{b}", 3, compare_width=test_width)
                  for b in range(lanes)]
         step_latency = steps[0][1]
-        u3 = delay_all(u1, step_latency - 1, "u_s", drop=("g", "rand_step"))
+        u3 = delay_all(u1, step_latency - 1, "u_s", drop=("g", "g_set0", "g_set1", "rand_step"))
         # U4, U5: x1 = sat_WLm(x - step)   (step 1, saturation).  The saturation tests
         # x - step > hi and x - step < lo are made as x - hi > step and x - lo < step, with
         # x - hi and x - lo from U3: U4 holds three carry chains side by side, U5 only chooses.
@@ -1455,7 +1459,7 @@ class SgdCore(wiring.Component):
         g3_overwrite = stage("g3_overwrite", 1, g2_overwrite)
         g3_batch_end = stage("g3_batch_end", 1, g2_batch_end)
         g3_parity = stage("g3_parity", 1, g2_parity)
-        g3_parity_banks = replicas(m, "g3_parity", g2_parity, lanes)   # (per bank, as b_parity)
+        h_parity_banks = replicas(m, "h_parity_bank", g3_parity, lanes)   # (as u1_parity)
         g3_rows = [stage(f"g3_row{b}", range(rows), g2_rows[b]) for b in range(lanes)]
         g3_en = stage("g3_en", lanes, Cat(*en_banks))
         g3_c = [stage(f"g3_c{b}", signed(42), c_banks[b]) for b in range(lanes)]
@@ -1492,9 +1496,11 @@ class SgdCore(wiring.Component):
         # (G2's rows as G3 will hold them: cut to the row's width.)
         g2_rows_cut = [g2_rows[b][:len(g3_rows[b])] for b in range(lanes)]
         for b in range(lanes):
-            h_memory = stage(f"h_memory{b}", signed(gacc_width),
-                             Mux(g3_parity_banks[b], grad_data[1][b], grad_data[0][b]),
-                             reset_less=True)
+            # (Each set's word in a register of its own, beside its block RAM, as in U1; H
+            # chooses.)
+            h_memory = Mux(h_parity_banks[b], *(
+                stage(f"h_memory{b}_set{z}", signed(gacc_width), grad_data[z][b],
+                      reset_less=True) for z in (1, 0)))
             # Forwarding: writes of the three cycles before the read (the read is in G2, the
             # addition two cycles later, in H) are not in the memory data.  The choice is
             # made in G3 against the stages that will be G4, G5 and G6, and the word of G5 or
