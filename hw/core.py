@@ -1505,9 +1505,10 @@ class SgdCore(wiring.Component):
             # addition two cycles later, in H) are not in the memory data.  The choice is
             # made in G3 against the stages that will be G4, G5 and G6, and the word of G5 or
             # G6 (or 0 for a batch's first sample) is chosen there too, from what is then in G4
-            # and G5, so that H chooses among three registers.  The comparisons themselves
-            # are made a cycle earlier still, in G2, between the stages one step behind (G2's
-            # beat is G3's a cycle later, H's is G4's, ...): G3 only chooses, by registers.
+            # and G5, so that H chooses among three registers and the set's word.  The
+            # comparisons themselves are made a cycle earlier still, in G2, between the stages
+            # one step behind (G2's beat is G3's a cycle later, H's is G4's, ...): G3 only
+            # chooses, by registers.
             # (A pipeline reset in between needs no term: it clears G3's beat, whose sum is
             # not written.)
             g4_value = Signal(signed(gacc_width), name=f"g4_sum{b}", reset_less=True)
