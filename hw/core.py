@@ -314,6 +314,10 @@ class _Slicer:
         next_matches, next_hit = (Mux(self._restarting, r, Mux(self._advancing, mv, st))
                                   for r, mv, st in zip(restart, move, stay, strict=True))
         m.d.sync += [self.matches.eq(next_matches), self.hit.eq(next_hit)]
+        # The next hit if the slicer advances and if it stays (neither restarting): for a
+        # caller's register that holds a function of it.
+        self.hit_if_advance, self.hit_if_stay = (hit & ~window.reset
+                                                 for hit in (move[1], stay[1]))
         with m.If(window.reset):
             m.d.sync += [self.matches.eq(0), self.hit.eq(0)]
 
@@ -332,13 +336,15 @@ class _SliceShift:
     def __init__(self, m, cfg: _Config, bus_width: int, lanes: int, name: str):
         self._bus_width, self._lanes = bus_width, lanes
         double = cfg.encoding == Encoding.DOUBLE
-        width = Mux(cfg.raw, 32, cfg.bits + Mux(double, 2, 1))
         self._selects = {}
         for w in self.WIDTHS:
             if lanes * w < bus_width:      # a wider slice leaves nothing for a next one
                 select = Signal(name=f"{name}_width{w}", reset_less=True,
                                 attrs={REPLICA_ATTRIBUTE: 1})   # (one shifter's own)
-                m.d.sync += select.eq(width == w)
+                # The field width is 32 (raw) or bits + 2 (double) or bits + 1: each select
+                # compares ``bits`` with constants, without the adder.
+                m.d.sync += select.eq(Mux(cfg.raw, w == 32,
+                                          Mux(double, cfg.bits == w - 2, cfg.bits == w - 1)))
                 self._selects[w] = select
 
     def __call__(self, beat: Value) -> Value:
@@ -747,19 +753,21 @@ class SgdCore(wiring.Component):
         fifo_room = Signal()
         m.d.sync += fifo_room.eq((sfifo.level < sample_depth - 8)
                                  & (efifo.level < RESIDUAL_FIFO_SLACK))
-        batch_gate = ~feed.at_start | ~fused_sample | gradients_ready
         # A fused beat must read the words an earlier fused beat wrote: it waits out the
         # window.  A plain beat goes ahead and takes the updated words by forwarding (stage U12).
-        window_free = ~(fused_sample & feed.hit)
-        hazard_free = window_free & fifo_room & batch_gate
+        # The first slice of a fused batch waits for the gradients it needs (the batch gate).
+        # Both holds, ``blocked_of`` of the registers, are one register (``blocked``), loaded
+        # below with blocked_of of their next values, so that the issue decision is a function
+        # of five flip-flops and the valid bit: one logic level before its fan-out.
+        def blocked_of(fused, hit, at_start, ready):
+            return fused & (hit | (at_start & ~ready))
+
+        blocked = Signal()
+        hazard_free = ~blocked & fifo_room
         accepting = Signal()
         held_issue = Signal()
-        # A slice after the first of its beat is never a sample's first (at_start implies
-        # first_slice), so the batch gate, which holds only a sample's first slice, is left
-        # out of held_issue: the copy of the beat is loaded under a function of five
-        # registers, one logic level.
         m.d.comb += [accepting.eq(in_run & hazard_free & ~mid_beat),
-                     held_issue.eq(in_run & window_free & fifo_room & mid_beat)]
+                     held_issue.eq(in_run & hazard_free & mid_beat)]
         m.d.comb += self.s_ready.eq(accepting | self.draining)
         handshake = self.s_valid & self.s_ready
         # The stream's cycle and beat counters count a cycle after their events (registers):
@@ -1553,6 +1561,19 @@ class SgdCore(wiring.Component):
         ready_if = [Mux(keep, pending <= 1, pending == 0) for pending in pending_if]
         m.d.sync += [batches_pending.eq(Mux(batch_begins, pending_if[1], pending_if[0])),
                      gradients_ready.eq(Mux(batch_begins, ready_if[1], ready_if[0]))]
+        # The issue's hold of the next cycle, for both outcomes of the (late) slice move.  A
+        # batch begins only with a move (an issue is a move whose beat is framed right or is
+        # the beat's copy); a move ends the sample at its last slice; the fused flag changes
+        # only at a sample's end.  (START clears it with fused_sample, below.)
+        ends_sample = feed.sample_last
+        ready_if_move = Mux((mid_beat | framing_ok) & ends_sample & last_of_batch,
+                            ready_if[1], ready_if[0])
+        fused_if_move = Mux(ends_sample, last_of_batch & Mux(keep, batches_begun != 0, 1),
+                            fused_sample)
+        m.d.sync += blocked.eq(Mux(
+            slice_moves,
+            blocked_of(fused_if_move, feed.hit_if_advance, ends_sample, ready_if_move),
+            blocked_of(fused_sample, feed.hit_if_stay, feed.at_start, ready_if[0])))
 
         # Gradient-memory read addresses: the fused update (stage A) or the gradient path (G2).
         for z in range(2):
@@ -1599,6 +1620,7 @@ class SgdCore(wiring.Component):
                          grad_batches_done.eq(0), acc.eq(0), *enter(RUN),
                          batches_begun.eq(0), batches_pending.eq(0),
                          first_of_batch.eq(1), fused_sample.eq(0), gradients_ready.eq(1),
+                         blocked.eq(0),
                          samples_to_begin.eq(cfg.samples - 1),
                          begin_one.eq(cfg.samples == 2), begin_two.eq(cfg.samples == 3),
                          last_sample.eq(cfg.samples == 1),
@@ -1683,6 +1705,8 @@ class SgdCore(wiring.Component):
                                 # (the flush's issue register is its definition: the
                                 # stream and the flush never issue together because of it)
                                 (flushing, (state == FLUSH) & (flush_pass != 0)),
+                                (blocked, blocked_of(fused_sample, feed.hit, feed.at_start,
+                                                     gradients_ready)),
                                 *zip(g4_rows_cmp, g4_rows, strict=True),
                                 *((f.inner_nonempty, f.inner_level != 0)
                                   for f in (sfifo, efifo))],

@@ -141,6 +141,11 @@ class HostLinkBridge(wiring.Component):
         last_index = Signal(16)
         last_byte = Signal(16)
         reply_last = Signal(16)
+        # Those equalities themselves, registered: a test is made a cycle or more after
+        # both its sides last changed (every loop state is entered from another state, and
+        # a payload byte arrives a byte time after the one before), so the register is up to
+        # date when read, and the 16-bit compares are off the next-state logic.
+        at_last_index, at_last_byte, at_reply_last = Signal(), Signal(), Signal()
         detail = Signal(16)
         reply_len = Signal(16)
         address = Signal(ADDR_WIDTH)
@@ -163,6 +168,8 @@ class HostLinkBridge(wiring.Component):
         # placed beside them.
         tvalid = Signal(attrs={REPLICA_ATTRIBUTE: 1})
 
+        m.d.sync += [at_last_index.eq(index == last_index), at_last_byte.eq(ptr == last_byte),
+                     at_reply_last.eq(index == reply_last)]
         m.d.comb += [rd.addr.eq(ptr), wr.addr.eq(ptr), wr.data.eq(urx.data)]
         m.d.sync += took.eq(0)
         with m.If(took):
@@ -177,15 +184,18 @@ class HostLinkBridge(wiring.Component):
         crc_rx, crc_tx = Signal(16), Signal(16)   # the CRC with the byte received / sent
         m.d.comb += [crc_rx.eq(crc16_next(crc, data)), crc_tx.eq(crc16_next(crc, utx.data))]
 
+        # The reply's length follows from its code, the command and its count (an error's
+        # payload is DETAIL, a READ's its words); it is loaded in TX_SOF, from registers, so
+        # that the many sites that end a command set the code only.
         def error(value, detail_value=0):
-            m.d.sync += [code.eq(value), detail.eq(detail_value), reply_len.eq(2),
-                         reply_last.eq(1)]
+            m.d.sync += [code.eq(value), detail.eq(detail_value)]
             m.next = "TX_SOF"
 
-        def ok(payload_len=0):
-            m.d.sync += [code.eq(link.Code.OK), reply_len.eq(payload_len),
-                         reply_last.eq(payload_len - 1), ptr.eq(0)]
+        def ok():
+            m.d.sync += [code.eq(link.Code.OK), ptr.eq(0)]
             m.next = "TX_SOF"
+
+        payload_len = Mux(code == link.Code.OK, Mux(cmd == link.Command.READ, total << 2, 0), 2)
 
         def receiving():
             """A frame is being received: CRC, counters, gap timer."""
@@ -246,7 +256,7 @@ class HostLinkBridge(wiring.Component):
                         m.d.sync += [beat_pos.eq(0), n_beats.eq(n_beats + 1)]
                     with m.Else():
                         m.d.sync += beat_pos.eq(beat_pos + 1)
-                    with m.If(ptr == last_byte):
+                    with m.If(at_last_byte):
                         m.next = "CRC"
 
             with m.State("CRC"):
@@ -296,8 +306,8 @@ class HostLinkBridge(wiring.Component):
             def next_word(then):
                 m.d.sync += [index.eq(index + 1),
                              address.eq(Mux(increment, address + 4, address))]
-                with m.If(index == last_index):
-                    ok(Mux(cmd == link.Command.READ, total << 2, 0))
+                with m.If(at_last_index):
+                    ok()
                 with m.Else():
                     m.next = then
 
@@ -370,7 +380,8 @@ class HostLinkBridge(wiring.Component):
                     m.next = then
 
             with m.State("TX_SOF"):
-                m.d.sync += [crc.eq(link.CRC_INIT), hdr_idx.eq(0)]
+                m.d.sync += [crc.eq(link.CRC_INIT), hdr_idx.eq(0), reply_len.eq(payload_len),
+                             reply_last.eq(payload_len - 1)]
                 send(link.SOF, "TX_HEADER", checked=False)
             with m.State("TX_HEADER"):
                 header = Cat(cmd, seq, code, reply_len).word_select(hdr_idx, 8)
@@ -394,7 +405,7 @@ class HostLinkBridge(wiring.Component):
                 send(tx_byte, "TX_PAYLOAD_WAIT")
                 with m.If(utx.ready):
                     m.d.sync += [ptr.eq(ptr + 1), index.eq(index + 1)]
-                    with m.If(index == reply_last):
+                    with m.If(at_reply_last):
                         m.next = "TX_CRC"
             with m.State("TX_CRC"):
                 send(crc.word_select(~hdr_idx[0], 8), "TX_CRC", checked=False)
