@@ -541,7 +541,9 @@ class SgdCore(wiring.Component):
         # The scaled-residual FIFO holds one word per sample; a sample is admitted while it has
         # room for every sample that may be inside the forward path (fewer than
         # RESIDUAL_FIFO_SLACK: the path is shorter than that many cycles).
-        efifo = BufferedFifo(width=32, depth=2 * RESIDUAL_FIFO_SLACK)
+        # (In LUT RAM: its reader, the gradient path's head, pops it under a function of five
+        # registers, which a block RAM's enable pin would be a route across the die from.)
+        efifo = BufferedFifo(width=32, depth=2 * RESIDUAL_FIFO_SLACK, distributed=True)
         m.submodules.sample_fifo = ResetInserter(fifo_reset)(sfifo)
         m.submodules.scaled_residual_fifo = ResetInserter(fifo_reset)(efifo)
 
@@ -603,12 +605,12 @@ class SgdCore(wiring.Component):
         # pulse on; an abort in the same cycle wins (docs/REGISTERS.md, CTRL).
         start_pulse = self.start & ~self.busy & ~self.abort_epoch
         start_ok = Signal()
-        m.d.sync += [start_request.eq(start_pulse),
-                     start_ok.eq(start_pulse & config_checks.all())]
+        start_accepted = start_pulse & config_checks.all()    # (start_ok's next value)
+        m.d.sync += [start_request.eq(start_pulse), start_ok.eq(start_accepted)]
         m.d.comb += error_events[ErrorBit.START_WHILE_BUSY].eq(self.start & self.busy)
         m.d.comb += error_events[ErrorBit.BAD_CONFIG].eq(start_request & ~start_ok)
         m.d.comb += pipe_reset.eq(start_ok | self.abort_epoch)
-        start_ok_copies = replicas(m, "start_ok", start_pulse & config_checks.all(), 3,
+        start_ok_copies = replicas(m, "start_ok", start_accepted, 3,
                                    reset_less=False)
         m.d.comb += [reset.eq(copy | self.abort_epoch) for reset, copy
                      in zip((fifo_reset, forward_reset, gradient_reset), start_ok_copies,
@@ -1612,16 +1614,21 @@ class SgdCore(wiring.Component):
                                               Mux(flush_waiting, flush_wait != 1, 0)))
         m.d.sync += flush_go.eq(flushing_next & ~(at_start_next & waiting_next))
 
+        # The wide registers START restarts, each from a copy of ``starting`` of its own.
+        wide_restarts = ((in_batch, 0), (in_samples, 0), (grad_batches_done, 0), (acc, 0),
+                         (samples_to_begin, cfg.samples - 1))
+        wide_starting = replicas(m, "starting_wide", start_ok & ~self.abort_epoch,
+                                 len(wide_restarts), reset_less=False)
+        for (register, value), copy in zip(wide_restarts, wide_starting, strict=True):
+            with m.If(copy):
+                m.d.sync += register.eq(value)
         with m.If(starting):   # the state is START (a register of its own, above)
             # The settings are latched now: the walkers' conditions follow them.
             feed.restart(m)
-            m.d.sync += [in_sample_in_batch.eq(0), in_batch.eq(0), batch_parity.eq(0),
-                         in_samples.eq(0),
-                         grad_batches_done.eq(0), acc.eq(0), *enter(RUN),
+            m.d.sync += [in_sample_in_batch.eq(0), batch_parity.eq(0), *enter(RUN),
                          batches_begun.eq(0), batches_pending.eq(0),
                          first_of_batch.eq(1), fused_sample.eq(0), gradients_ready.eq(1),
                          blocked.eq(0),
-                         samples_to_begin.eq(cfg.samples - 1),
                          begin_one.eq(cfg.samples == 2), begin_two.eq(cfg.samples == 3),
                          last_sample.eq(cfg.samples == 1),
                          last_of_batch.eq((cfg.batch == 1) | (cfg.samples == 1))]
@@ -1680,9 +1687,15 @@ class SgdCore(wiring.Component):
         # Counters restart at an accepted start.  Last in the module, so that this assignment
         # wins over any increment in the start cycle (a discarded beat, a sample leaving the
         # pipeline; found by the formal property ``counter_restart``).
+        # Each counter from a copy of start_ok of its own (loaded with it): one register's
+        # clear of 640 flip-flops would span the die.
+        counter_clears = replicas(m, "counter_clear", start_accepted, len(counters),
+                                  reset_less=False)
+        for counter, clear in zip(counters, counter_clears, strict=True):
+            with m.If(clear):
+                m.d.sync += counter.eq(0)
         with m.If(start_ok):
-            m.d.sync += [c.eq(0) for c in counters] + [self.done.eq(0),
-                                                       self.loss_saturated.eq(0)]
+            m.d.sync += [self.done.eq(0), self.loss_saturated.eq(0)]
 
         # Internal signals the formal harness (``zipsgd.hw.formal``) states properties about;
         # set at elaboration, so a harness elaborates the core itself and then reads them.
@@ -1699,7 +1712,9 @@ class SgdCore(wiring.Component):
             "register_copies": [(flushing_data, flushing), (flushing_rows, flushing),
                                 (starting, state == START), (walk_starting, starting),
                                 (sweep_starting, starting),
+                                *((copy, starting) for copy in wide_starting),
                                 *((copy, start_ok) for copy in start_ok_copies),
+                                *((copy, start_ok) for copy in counter_clears),
                                 (forward_tail, forward_tail_means),
                                 (in_run, state == RUN), (flush_go, flushing & flush_gate),
                                 # (the flush's issue register is its definition: the

@@ -27,13 +27,17 @@ class BufferedFifo(Elaboratable):
     from ``t + 2``, as in Amaranth's FIFO: the engine's cycle counts do not change with it.
     ``inner_nonempty`` (a register) equals ``inner_level != 0`` in every reachable state (the
     formal harnesses assert it, ``formal_taps["register_copies"]``).
+
+    With ``distributed``, the memory is marked for LUT RAM (Yosys's ``ram_style``): its read
+    enable then loads fabric flip-flops that can sit beside the reader, where a block RAM's
+    enable pin is wherever the block RAM is.
     """
 
-    def __init__(self, width: int, depth: int):
+    def __init__(self, width: int, depth: int, *, distributed: bool = False):
         if depth < 2 or depth & (depth - 1):
             self._MustUse__silence = True    # (not built: no "created but never used")
             raise ValueError(f"BufferedFifo depth must be a power of two >= 2, not {depth}")
-        self.width, self.depth = width, depth
+        self.width, self.depth, self.distributed = width, depth, distributed
         self.w_en, self.w_data, self.w_rdy = Signal(), Signal(width), Signal()
         self.r_en, self.r_data, self.r_rdy = Signal(), Signal(width), Signal()
         self.level = Signal(range(depth + 2))
@@ -43,7 +47,9 @@ class BufferedFifo(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         depth = self.depth
-        m.submodules.storage = storage = Memory(shape=self.width, depth=depth, init=[])
+        m.submodules.storage = storage = Memory(
+            shape=self.width, depth=depth, init=[],
+            attrs={"ram_style": "distributed"} if self.distributed else None)
         w_port = storage.write_port()
         r_port = storage.read_port(domain="sync")
         produce = Signal(range(depth))
