@@ -1688,7 +1688,7 @@ class SgdCore(wiring.Component):
         # wins over any increment in the start cycle (a discarded beat, a sample leaving the
         # pipeline; found by the formal property ``counter_restart``).
         # Each counter from a copy of start_ok of its own (loaded with it): one register's
-        # clear of 640 flip-flops would span the die.
+        # clear of 512 flip-flops (their synchronous-reset pins) would span the die.
         counter_clears = replicas(m, "counter_clear", start_accepted, len(counters),
                                   reset_less=False)
         for counter, clear in zip(counters, counter_clears, strict=True):

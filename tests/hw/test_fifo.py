@@ -60,3 +60,14 @@ def test_same_as_amaranths_buffered_fifo(depth, write_rate, read_rate):
 def test_depth_must_be_a_power_of_two():
     with pytest.raises(ValueError, match="power of two"):
         BufferedFifo(width=8, depth=6)
+
+
+@pytest.mark.parametrize("distributed", [False, True])
+def test_distributed_marks_the_memory_for_lut_ram(distributed):
+    """``distributed`` puts Yosys's ``ram_style = "distributed"`` on the memory, and only then
+    (the synthesis flow maps such a memory to LUT RAM)."""
+    from amaranth.back import rtlil
+
+    fifo = BufferedFifo(width=32, depth=128, distributed=distributed)
+    text = rtlil.convert(fifo, ports=[fifo.w_en, fifo.w_data, fifo.r_en, fifo.r_data])
+    assert ('attribute \\ram_style "distributed"' in text) == distributed
