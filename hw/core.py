@@ -432,7 +432,8 @@ class SgdCore(wiring.Component):
     s_ready : Out
     cfg_* : In
         The register settings (``RunConfig`` fields, ``cfg_samples`` = samples per epoch).
-        They are latched when ``start`` is accepted.
+        They must not change in the cycle before a ``start`` pulse (their range checks are
+        registered), and they are latched when ``start`` is accepted.
     start, abort_epoch, clear_errors, seed_write : In
         One-cycle strobes.
     busy, done, draining, loss_saturated, error_flags, error_count, loss, beats, samples,
@@ -603,9 +604,15 @@ class SgdCore(wiring.Component):
         # the counters) are in different cycles, and that fan-out starts at a flip-flop.
         # ``busy`` covers the waiting cycle, which keeps the configuration locked from the
         # pulse on; an abort in the same cycle wins (docs/REGISTERS.md, CTRL).
+        # The checks themselves are a register, loaded every cycle: the settings never change
+        # in the cycle before a ``start`` (the register file's contract, asserted in its
+        # formal harness), so in a pulse's cycle it holds the checks of the settings the start
+        # latches, and the acceptance that fans out to the start's copies is one LUT.
         start_pulse = self.start & ~self.busy & ~self.abort_epoch
         start_ok = Signal()
-        start_accepted = start_pulse & config_checks.all()    # (start_ok's next value)
+        config_ok = Signal()
+        m.d.sync += config_ok.eq(config_checks.all())
+        start_accepted = start_pulse & config_ok    # (start_ok's next value)
         m.d.sync += [start_request.eq(start_pulse), start_ok.eq(start_accepted)]
         m.d.comb += error_events[ErrorBit.START_WHILE_BUSY].eq(self.start & self.busy)
         m.d.comb += error_events[ErrorBit.BAD_CONFIG].eq(start_request & ~start_ok)

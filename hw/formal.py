@@ -29,7 +29,7 @@ from pathlib import Path
 
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.back import rtlil
-from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signal, signed
+from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Signal, signed
 
 from ..errors import ConfigError
 from ..spec.engine import PRODUCT_MAGNITUDE_LOG2, EngineParams, RunConfig
@@ -37,7 +37,7 @@ from ..spec.stream import QUANT_FEATURE_FRAC, RAW_LABEL_FRAC, Encoding, StreamLa
 from .arith import popcount
 from .core import SgdCore
 from .decoder import FieldDecoder
-from .regfile import RegisterFile
+from .regfile import RegisterFile, config_members
 from .registers import ErrorBit
 from .synth import _tool_path
 
@@ -316,8 +316,9 @@ class StreamHarness(Elaboratable):
 
 
 #: Faults of the AXI4-Lite harness: the response channels repeat a response after its
-#: handshake (one response per request broken); the model port never answers a read.
-AXIL_FAULTS = ("duplicate_response", "silent_model_port")
+#: handshake (one response per request broken); the model port never answers a read; the
+#: core would check the settings of three cycles before START (three registers deep).
+AXIL_FAULTS = ("duplicate_response", "silent_model_port", "stale_checks")
 
 
 class AxiLiteHarness(Elaboratable):
@@ -332,9 +333,12 @@ class AxiLiteHarness(Elaboratable):
     in its channel buffer, at the model port or answered.  With ``progress`` instead: a
     request with both parts in and a free response slot is answered within
     :meth:`response_latency` cycles (checked to a bounded depth: the register file's
-    MODEL_DATA wait flag is internal, so this is not inductive from the ports).  Covers a
-    write response and a read response.
+    MODEL_DATA wait flag is internal, so this is not inductive from the ports).  With
+    ``settings`` instead: the core's contract (``SgdCore``, ``cfg_*``), no setting changes in
+    the cycle before a START pulse (the core checks them then) or in the one after it (the
+    core latches them then).  Covers a write response and a read response.
     """
+    CHECKS = ("handshake", "progress", "settings")
 
     @staticmethod
     def response_latency(params: EngineParams) -> int:
@@ -345,13 +349,17 @@ class AxiLiteHarness(Elaboratable):
         return 2 * params.max_features + 4
 
     def __init__(self, params: EngineParams, *, fault: str | None = None,
-                 progress: bool = False):
+                 check: str = "handshake"):
         _choose(self, "fault", fault, (None, *AXIL_FAULTS))
-        self.params, self.fault, self.progress = params, fault, progress
+        _choose(self, "check", check, self.CHECKS)
+        self.params, self.fault, self.check = params, fault, check
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.regs = regs = RegisterFile(params=self.params)
+        regs = RegisterFile(params=self.params)
+        regs._MustUse__silence = True  # elaborated here, so that its formal_taps can be read
+        m.submodules.regs = regs.elaborate(platform)
+        m.d.comb += [Assert(fact) for fact in regs.formal_taps["invariants"]]
         bus, status, port = regs.axil, regs.status, regs.model
         _free(m, bus.awaddr, bus.awvalid, bus.wdata, bus.wstrb, bus.wvalid, bus.bready,
               bus.araddr, bus.arvalid, bus.rready, port.rdata)
@@ -363,6 +371,20 @@ class AxiLiteHarness(Elaboratable):
         _hold_until_ready(m, bus.awvalid, bus.awready, [bus.awaddr], "aw")
         _hold_until_ready(m, bus.wvalid, bus.wready, [bus.wdata, bus.wstrb], "w")
         _hold_until_ready(m, bus.arvalid, bus.arready, [bus.araddr], "ar")
+
+        if self.check == "settings":
+            start = regs.ctrl.start
+            settings = Cat(*(getattr(regs.ctrl, name) for name in config_members()))
+            seen = Signal()  # a cycle has gone by: the settings of the one before are known
+            m.d.sync += seen.eq(1)
+            unchanged = ~seen | (settings == _past(m, settings, "settings_before"))
+            m.d.comb += Assert(~(start | _past(m, start, "start_before")) | unchanged)
+            if self.fault == "stale_checks":
+                # Writes are two cycles apart, so the settings are stable from two cycles
+                # before START on; checks three registers deep would see an older write.
+                before = _past(m, unchanged, "unchanged_before")
+                m.d.comb += Assert(~start | (before & _past(m, before, "unchanged_2_before")))
+            return m
 
         # What the manager sees of the responses (the fault repeats a taken response).
         bvalid, rvalid = bus.bvalid, bus.rvalid
@@ -382,7 +404,7 @@ class AxiLiteHarness(Elaboratable):
         aw = outstanding("aw", bus.awvalid & bus.awready, bvalid & bus.bready)
         w = outstanding("w", bus.wvalid & bus.wready, bvalid & bus.bready)
         ar = outstanding("ar", bus.arvalid & bus.arready, rvalid & bus.rready)
-        if self.progress:
+        if self.check == "progress":
             self._answered_soon(m, "write", (aw >= 1) & (w >= 1), bvalid)
             self._answered_soon(m, "read", ar >= 1, rvalid)
             return m
@@ -624,8 +646,15 @@ PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
         "axil_progress",
         "AXI4-Lite slave: a complete request is answered within 2 N_max + 4 cycles of a free "
         "response slot (any addresses, any BREADY/RREADY)",
-        "bmc", 20, lambda fault: AxiLiteHarness(SMALL, fault=fault, progress=True),
+        "bmc", 20, lambda fault: AxiLiteHarness(SMALL, fault=fault, check="progress"),
         "silent_model_port", "the model port never answers a read"),
+    FormalProperty(
+        "axil_settings",
+        "AXI4-Lite slave: no configuration setting changes in the cycle before or after a "
+        "START pulse (the core checks the settings' ranges in the first, latches them in the "
+        "second)",
+        "prove", 6, lambda fault: AxiLiteHarness(SMALL, fault=fault, check="settings"),
+        "stale_checks", "the settings are checked three cycles before the START pulse"),
     FormalProperty(
         "decoder_levels",
         "field decoder: |F1|, |F2| <= 2^8 (quantized) and <= 2^30 (raw32) for every beat, "

@@ -50,8 +50,8 @@ def test_core_property(prop, broken, build_dir):
 
 def test_quick_properties_are_the_fast_ones():
     # The core's deep pipelines take minutes; the normal suite keeps the fast ones.
-    assert {p.name for p in QUICK} == {"axil_handshake", "axil_progress", "decoder_levels",
-                                       "stream_handshake"}
+    assert {p.name for p in QUICK} == {"axil_handshake", "axil_progress", "axil_settings",
+                                       "decoder_levels", "stream_handshake"}
     assert all(p.fault for p in formal.PROPERTIES.values() if not p.finding)
 
 
