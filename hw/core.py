@@ -441,6 +441,8 @@ class SgdCore(wiring.Component):
     residual_saturations, discarded_beats : Out
         Status and counters (counters restart at every start).
     model_index, model_wdata, model_write, model_read : In
+        (``model_index`` must not change in the cycle before a read or write pulse: the
+        memory row it gives is a register.)
     model_rdata, model_rvalid : Out
         The model port (usable while idle; a use while busy sets ``model_port_busy`` and
         answers 0 at once).
@@ -964,7 +966,12 @@ class SgdCore(wiring.Component):
         # A lane is used when its field is a feature and in the beat (lanes_in_range,
         # registered in stage B), and the decoder finds it valid.
         # Model reads: the forward path while running, the model port while idle.
-        port_field = self.model_index + 1
+        # The port's bank and row are registers, loaded every cycle: the index never changes
+        # in the cycle before a read or write pulse (the register file's contract, asserted
+        # in its formal harness), so the memories' address choice does not wait for the
+        # addition.
+        port_field = Signal(len(self.model_index) + 1, reset_less=True)
+        m.d.sync += port_field.eq(self.model_index + 1)
         port_bank = port_field[:log_lanes]
         port_row = port_field[log_lanes:]
         # The memories face the model port while it is open: a register, so that the state
@@ -1183,7 +1190,10 @@ class SgdCore(wiring.Component):
             "negative": [v < 0 for v in u11["x2"]],
             "forward_newest": [u11["forward"][b][0] for b in range(lanes)],
             "forward_older": [older[b].any() for b in range(lanes)],
-            "forwarded": early}, drop=("forward", *far))
+            "forwarded": early,
+            # The rows U13 writes, made a cycle ahead (off the block RAMs' address paths).
+            "write_rows": [_row(u11["f0"][log_lanes:], u11["f0"][:log_lanes], b, lanes)
+                           for b in range(lanes)]}, drop=("forward", *far))
         # Cycles from issue to the write (U13): A, B, U1, the step's rounding, U4, U5, the
         # decay's product and rounding, U10 .. U12, U13.
         write_cycle = 3 + steps[0][1] + 2 + decay_products[0].latency + decays[0][1] + 3
@@ -1208,15 +1218,14 @@ class SgdCore(wiring.Component):
             m.d.sync += self.updates.eq(self.updates + 1)
         # Write back the fused update (bank space; rows from f0).
         u13_shift = Signal(log_lanes)
-        u13_base = Signal(field_bits - log_lanes)
-        m.d.comb += [u13_shift.eq(u13["f0"][:log_lanes]), u13_base.eq(u13["f0"][log_lanes:])]
+        m.d.comb += u13_shift.eq(u13["f0"][:log_lanes])
         for b in range(lanes):
             with m.If(idle_port[b]):
                 m.d.comb += [model_wr[b].addr.eq(port_row), model_wr[b].data.eq(self.model_wdata),
                              model_wr[b].en.eq(self.model_write & ~closed[b]
                                                & (port_bank == b))]
             with m.Else():
-                m.d.comb += [model_wr[b].addr.eq(_row(u13_base, u13_shift, b, lanes)),
+                m.d.comb += [model_wr[b].addr.eq(u13["write_rows"][b]),
                              model_wr[b].data.eq(u13_x[b]),
                              model_wr[b].en.eq(u13["valid"] & u13["fused"][b] & u13["mask"][b])]
 

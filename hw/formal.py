@@ -175,6 +175,8 @@ def _drive_host(m: Module, core: SgdCore, *, may_start: bool = True) -> None:
     else:
         m.d.comb += core.start.eq(0)
     m.d.comb += Assume(~((core.model_write | core.model_read) & core.busy))
+    index_before = _past(m, core.model_index, "model_index_before")
+    m.d.comb += Assume(~(core.model_write | core.model_read) | (core.model_index == index_before))
     m.d.comb += Assume(core.model_index < params.max_features)
 
 
@@ -317,7 +319,8 @@ class StreamHarness(Elaboratable):
 
 #: Faults of the AXI4-Lite harness: the response channels repeat a response after its
 #: handshake (one response per request broken); the model port never answers a read; the
-#: core would check the settings of three cycles before START (three registers deep).
+#: core would check the settings (and take the model index) of three cycles before their
+#: pulse (three registers deep).
 AXIL_FAULTS = ("duplicate_response", "silent_model_port", "stale_checks")
 
 
@@ -334,9 +337,11 @@ class AxiLiteHarness(Elaboratable):
     request with both parts in and a free response slot is answered within
     :meth:`response_latency` cycles (checked to a bounded depth: the register file's
     MODEL_DATA wait flag is internal, so this is not inductive from the ports).  With
-    ``settings`` instead: the core's contract (``SgdCore``, ``cfg_*``), no setting changes in
-    the cycle before a START pulse (the core checks them then) or in the one after it (the
-    core latches them then).  Covers a write response and a read response.
+    ``settings`` instead: the core's contract (``SgdCore``, ``cfg_*``, ``model_index``), no
+    setting changes in the cycle before a START pulse (the core checks them then) or in the
+    one after it (the core latches them then), and the model index does not change in the
+    cycle before a model-port pulse (the core registers its row).  Covers a write response
+    and a read response.
     """
     CHECKS = ("handshake", "progress", "settings")
 
@@ -373,17 +378,24 @@ class AxiLiteHarness(Elaboratable):
         _hold_until_ready(m, bus.arvalid, bus.arready, [bus.araddr], "ar")
 
         if self.check == "settings":
-            start = regs.ctrl.start
-            settings = Cat(*(getattr(regs.ctrl, name) for name in config_members()))
-            seen = Signal()  # a cycle has gone by: the settings of the one before are known
+            seen = Signal()  # a cycle has gone by: the values of the one before are known
             m.d.sync += seen.eq(1)
-            unchanged = ~seen | (settings == _past(m, settings, "settings_before"))
-            m.d.comb += Assert(~(start | _past(m, start, "start_before")) | unchanged)
+
+            def unchanged(value, name):
+                return ~seen | (value == _past(m, value, name))
+            start, access = regs.ctrl.start, port.read | port.write
+            settings = Cat(*(getattr(regs.ctrl, name) for name in config_members()))
+            settings_kept = unchanged(settings, "settings_before")
+            index_kept = unchanged(port.index, "index_before")
+            m.d.comb += [
+                Assert(~(start | _past(m, start, "start_before")) | settings_kept),
+                Assert(~access | index_kept)]
             if self.fault == "stale_checks":
-                # Writes are two cycles apart, so the settings are stable from two cycles
-                # before START on; checks three registers deep would see an older write.
-                before = _past(m, unchanged, "unchanged_before")
-                m.d.comb += Assert(~start | (before & _past(m, before, "unchanged_2_before")))
+                # Accesses are two cycles apart, so the values are stable from two cycles
+                # before their pulse on; a register three deep would see an older write.
+                for kept, pulse in ((settings_kept, start), (index_kept, access)):
+                    before = _past(m, kept, "kept_before")
+                    m.d.comb += Assert(~pulse | (before & _past(m, before, "kept_2_before")))
             return m
 
         # What the manager sees of the responses (the fault repeats a taken response).
@@ -652,9 +664,10 @@ PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
         "axil_settings",
         "AXI4-Lite slave: no configuration setting changes in the cycle before or after a "
         "START pulse (the core checks the settings' ranges in the first, latches them in the "
-        "second)",
+        "second); MODEL_INDEX does not change in the cycle before a model-port pulse",
         "prove", 6, lambda fault: AxiLiteHarness(SMALL, fault=fault, check="settings"),
-        "stale_checks", "the settings are checked three cycles before the START pulse"),
+        "stale_checks", "the settings and the index are taken three cycles before their "
+        "pulse"),
     FormalProperty(
         "decoder_levels",
         "field decoder: |F1|, |F2| <= 2^8 (quantized) and <= 2^30 (raw32) for every beat, "

@@ -182,7 +182,9 @@ def model_port_signature(*, params: EngineParams) -> wiring.Signature:
     -------
     index : Out(model_index_width(params))
         Feature index, valid in the cycle of ``read`` or ``write`` (always ``< max_features``
-        then: the register file answers an index out of range with SLVERR by itself).
+        then: the register file answers an index out of range with SLVERR by itself), and
+        unchanged since the cycle before (accesses execute two cycles apart at the least; the
+        core registers the memory row made from it).
     wdata : Out(32)
         The word to store, valid with ``write``.
     write : Out(1)
@@ -416,10 +418,13 @@ class RegisterFile(wiring.Component):
                          bus.rdata.eq(port.rdata)]
         # Facts of every reachable state that the formal harness (``zipsgd.hw.formal``)
         # asserts, so that an induction does not start where they fail: a write's decoded
-        # register is one of them at most (decoded from one address), and a START pulse's
-        # write has its response pending.
+        # register is one of them at most (decoded from one address), a START pulse's or a
+        # model-port write's access has its response pending, and a model-port read's is
+        # waited for.
         self.formal_taps = {"invariants": [(aw_sel & (aw_sel - 1)) == 0,
-                                           ~ctrl.start | bus.bvalid]}
+                                           ~ctrl.start | bus.bvalid,
+                                           ~port.write | bus.bvalid,
+                                           ~port.read | read_wait]}
         return m
 
     def _write(self, m, reg, taken, store, merge, w_data, w_strb, index_ok, config_locked):
