@@ -233,15 +233,19 @@ class HostLinkBridge(wiring.Component):
                         with m.Case(2):
                             m.d.sync += length[:8].eq(data)
                         with m.Case(3):
-                            full = Cat(length[:8], data)
                             m.d.sync += [length[8:].eq(data), hdr_idx.eq(0),
-                                         last_byte.eq(full - 1)]
-                            with m.If(full > link.MAX_PAYLOAD):
-                                m.next = "DISCARD"
-                            with m.Elif(full == 0):
-                                m.next = "CRC"
-                            with m.Else():
-                                m.next = "PAYLOAD"
+                                         last_byte.eq(Cat(length[:8], data) - 1)]
+                            m.next = "LENGTH"
+
+            # The length's tests, on its register: a cycle after its last byte, and a byte
+            # time before the next can come (the received byte stays off the next state).
+            with m.State("LENGTH"):
+                with m.If(length > link.MAX_PAYLOAD):
+                    m.next = "DISCARD"
+                with m.Elif(length == 0):
+                    m.next = "CRC"
+                with m.Else():
+                    m.next = "PAYLOAD"
 
             with m.State("PAYLOAD"):
                 receiving()
@@ -264,8 +268,11 @@ class HostLinkBridge(wiring.Component):
                 with m.If(byte_in):
                     m.d.sync += hdr_idx.eq(hdr_idx + 1)
                     with m.If(hdr_idx == 1):
-                        m.d.sync += crc_ok.eq(crc_rx == 0)
-                        m.next = "CHECK"
+                        m.next = "CRC_TEST"
+
+            with m.State("CRC_TEST"):  # the residue, on its register (receiving() loaded it)
+                m.d.sync += crc_ok.eq(crc == 0)
+                m.next = "CHECK"
 
             with m.State("DISCARD"):  # LEN beyond the buffer: drop bytes until the line idles
                 with m.If(byte_in):
