@@ -179,7 +179,7 @@ class _Slicer:
         # Each slicer has limits of its own: they feed its compares only, placed beside them.
         limits = _SliceLimits(m, cfg, lanes, field_bits, f"{name}_limit")
         self._cfg, self._limits, self._name = cfg, limits, name
-        self._slice_last_copies = []
+        self._slice_last_copies, self._first_slice_copies = [], []
         self._lanes, self._sliced = lanes, max_slices > 1
         self.f0 = Signal(field_bits, name=f"{name}_f0")
         self.beat_f0 = Signal(field_bits, name=f"{name}_beat_f0")
@@ -222,6 +222,19 @@ class _Slicer:
         self._slice_last_copies.append(copy)
         return copy
 
+    def first_slice_copy(self, name: str) -> Signal:
+        """A register that always equals ``first_slice`` (loaded by the same moves), like
+        :meth:`slice_last_copy`."""
+        copy = Signal(init=1, name=f"{self._name}_{name}", attrs={REPLICA_ATTRIBUTE: 1})
+        self._first_slice_copies.append(copy)
+        return copy
+
+    @property
+    def register_copies(self) -> list:
+        """``(copy, register)`` of every copy made, for the formal harnesses."""
+        return ([(copy, self.slice_last) for copy in self._slice_last_copies]
+                + [(copy, self.first_slice) for copy in self._first_slice_copies])
+
     def _conditions(self, beat_f0, f0, index):
         """The next-position conditions of the position (``beat_f0``, ``f0``, ``index``), all
         registers, compared with the limits: (next beat's first slice is its last, next beat
@@ -239,9 +252,10 @@ class _Slicer:
         m.d.sync += [reg.eq(value) for reg, value in zip(
             (self._next_beat_slice_last, self._next_beat_last, self._next_slice_last),
             conditions, strict=True)]
+        m.d.sync += [copy.eq(isinstance(index, int) and index == 0)
+                     for copy in (self.first_slice, *self._first_slice_copies)]
         m.d.sync += [self.f0.eq(f0), self.beat_f0.eq(beat_f0), self.index.eq(index),
                      self.at_start.eq(isinstance(f0, int) and f0 == 0),
-                     self.first_slice.eq(isinstance(index, int) and index == 0),
                      self.beat_last.eq(beat_last), self.next_beat.eq(next_beat),
                      self.next_slice.eq(next_slice)]
         if isinstance(f0, int):    # the restart: the sample's first slice
@@ -747,6 +761,16 @@ class SgdCore(wiring.Component):
         last_beat_expected = feed.beat_last
         # The beat on the bus is taken with its first slice; later slices come from a copy.
         mid_beat = ~feed.first_slice if max_slices > 1 else Const(0)
+        # The choice between the bus and the held copy for the decoder (one copy of
+        # first_slice per 16 bits of the beat) and the copy's own load (one more): no one
+        # register's fan-out spans the decoder's gathering.
+        data_groups = p.bus_width // 16
+        if max_slices > 1:
+            mid_beat_data = [~feed.first_slice_copy(f"first_slice_data{g}")
+                             for g in range(data_groups)]
+            mid_beat_hold = ~feed.first_slice_copy("first_slice_hold")
+        else:
+            mid_beat_data, mid_beat_hold = [Const(0)] * data_groups, Const(0)
         held_data = Signal(p.bus_width, reset_less=True)
         next_slice = _SliceShift(m, cfg, p.bus_width, lanes, "held_shift")
 
@@ -887,7 +911,7 @@ class SgdCore(wiring.Component):
         # 0 .. L-1.  It is read only in the slices after the first (mid_beat): before those
         # it may load the bus every cycle, whether the beat is taken or not (a register
         # condition, not the handshake).
-        with m.If(~mid_beat):
+        with m.If(~mid_beat_hold):
             m.d.sync += held_data.eq(next_slice(self.s_data))
         with m.Elif(held_issue):
             m.d.sync += held_data.eq(next_slice(held_data))
@@ -952,7 +976,9 @@ class SgdCore(wiring.Component):
         # any issue.  A flush issues while ``flushing``: its beat is all zeros.)
         m.submodules.decoder = dec = FieldDecoder(bus_width=p.bus_width, lanes=lanes,
                                                   latency=2, settings_latency=1)
-        m.d.comb += [dec.data.eq(Mux(mid_beat, held_data, self.s_data)),
+        m.d.comb += [dec.data.eq(Cat(*(Mux(mid, held_data[16 * g:16 * g + 16],
+                                            self.s_data[16 * g:16 * g + 16])
+                                        for g, mid in enumerate(mid_beat_data)))),
                      dec.zero.eq(flushing_data),
                      dec.encoding.eq(cfg.encoding), dec.bits.eq(cfg.bits)]
         # The memory rows of the issued slice, registered with it (each slicer's from its own
@@ -1739,6 +1765,8 @@ class SgdCore(wiring.Component):
                                 (blocked, blocked_of(fused_sample, feed.hit, feed.at_start,
                                                      gradients_ready)),
                                 *zip(g4_rows_cmp, g4_rows, strict=True),
+                                *feed.register_copies, *walk.register_copies,
+                                *sweep.register_copies,
                                 *((f.inner_nonempty, f.inner_level != 0)
                                   for f in (sfifo, efifo))],
             # Facts of every reachable state that the logic relies on (asserted likewise).
