@@ -343,27 +343,34 @@ class _SliceShift:
     The field width is one of the ten the stream has (2 .. 10, 32), each with a one-hot
     select registered from the latched settings (they are latched a cycle before any beat,
     in START): each bit is an AND-OR of at most ten fixed beat bits, with no barrel shifter.
+    The selects are registered once per group of ``bus_width / groups`` output bits, so that
+    each register's fan-out stays beside the bits it chooses.
     """
 
     WIDTHS = tuple(range(2, 11)) + (32,)
 
-    def __init__(self, m, cfg: _Config, bus_width: int, lanes: int, name: str):
+    def __init__(self, m, cfg: _Config, bus_width: int, lanes: int, name: str,
+                 groups: int = 1):
         self._bus_width, self._lanes = bus_width, lanes
+        self._group_bits = -(-bus_width // groups)
         double = cfg.encoding == Encoding.DOUBLE
-        self._selects = {}
+        self._selects = [{} for _ in range(groups)]
         for w in self.WIDTHS:
             if lanes * w < bus_width:      # a wider slice leaves nothing for a next one
-                select = Signal(name=f"{name}_width{w}", reset_less=True,
-                                attrs={REPLICA_ATTRIBUTE: 1})   # (one shifter's own)
                 # The field width is 32 (raw) or bits + 2 (double) or bits + 1: each select
                 # compares ``bits`` with constants, without the adder.
-                m.d.sync += select.eq(Mux(cfg.raw, w == 32,
-                                          Mux(double, cfg.bits == w - 2, cfg.bits == w - 1)))
-                self._selects[w] = select
+                value = Mux(cfg.raw, w == 32,
+                            Mux(double, cfg.bits == w - 2, cfg.bits == w - 1))
+                for g, selects in enumerate(self._selects):
+                    suffix = f"_{g}" if groups > 1 else ""
+                    select = Signal(name=f"{name}_width{w}{suffix}", reset_less=True,
+                                    attrs={REPLICA_ATTRIBUTE: 1})   # (one group's own)
+                    m.d.sync += select.eq(value)
+                    selects[w] = select
 
     def __call__(self, beat: Value) -> Value:
         shifted = [any_of(select & beat[j + self._lanes * w]
-                          for w, select in self._selects.items()
+                          for w, select in self._selects[j // self._group_bits].items()
                           if j + self._lanes * w < self._bus_width)
                    for j in range(self._bus_width)]
         return Cat(*shifted)
@@ -772,7 +779,8 @@ class SgdCore(wiring.Component):
         else:
             mid_beat_data, mid_beat_hold = [Const(0)] * data_groups, Const(0)
         held_data = Signal(p.bus_width, reset_less=True)
-        next_slice = _SliceShift(m, cfg, p.bus_width, lanes, "held_shift")
+        next_slice = _SliceShift(m, cfg, p.bus_width, lanes, "held_shift",
+                                 groups=p.bus_width // 16)
 
         # The fused-update window and each slicer's matches in it (registers, see track()).
         # The window is cleared a cycle after a pipeline reset (from a register, not from the
@@ -1417,7 +1425,8 @@ class SgdCore(wiring.Component):
         # slice the next beat, or whatever the FIFO's output holds when it has none: the
         # head is then empty and its bits unused).
         # (Its own shifter's selects: the stream's are far away, beside the held beat.)
-        shifted = _SliceShift(m, cfg, p.bus_width, lanes, "head_shift")(head[:p.bus_width])
+        shifted = _SliceShift(m, cfg, p.bus_width, lanes, "head_shift",
+                              groups=HEAD_GROUPS)(head[:p.bus_width])
         group_bits = -(-p.bus_width // HEAD_GROUPS)
         valid_copies = replicas(m, "head_valid", head_valid_next, HEAD_GROUPS, reset_less=False)
         for g, valid_copy in enumerate(valid_copies):
