@@ -128,7 +128,8 @@ def ctrl_signature() -> wiring.Signature:
         hold the last value written; writes are refused while ``status.busy``, so they are
         stable during an epoch.  Writes execute two cycles apart at the least, so none of
         them changes in the cycle before a ``start`` pulse (the core registers its range
-        checks, BAD_CONFIG at ``start``, a cycle ahead).
+        checks, BAD_CONFIG at ``start``, a cycle ahead) or in the one after it (the core
+        latches them then).
     start, abort, clear_errors : Out(1)
         One-cycle pulses, the cycle after CTRL is written with the bit set.
     seed_write : Out(1)
