@@ -293,15 +293,12 @@ class _Slicer:
         self._go_restart(m)
 
     def _go_restart(self, m):
-        # The first slice's conditions come from the settings themselves (a restart may come
-        # in the cycle after they are latched, before the limits follow).
+        # The first slice's conditions come with the settings (a restart may come in the
+        # cycle after they are latched, before the limits follow): ``_Config.restart``.
         # Likewise the first slice's next-position conditions (those of _conditions at 0).
-        cfg, lanes = self._cfg, self._lanes
-        self._go(m, 0, 0, 0, cfg.one_slice_beats | (lanes > cfg.n), cfg.per_beat > cfg.n,
-                 cfg.per_beat, lanes,
-                 (cfg.one_slice_beats | (cfg.per_beat_lanes > cfg.n),
-                  2 * cfg.per_beat > cfg.n,
-                  (cfg.slices_per_beat <= 2) | (2 * lanes > cfg.n)))
+        cfg = self._cfg
+        slice_last, beat_last, *conditions = cfg.restart
+        self._go(m, 0, 0, 0, slice_last, beat_last, cfg.per_beat, self._lanes, conditions)
 
     def track(self, m, window: _UpdateWindow, fused: Value):
         """Registers ``matches`` (bit ``k``: entry ``k`` of the update window is a fused slice
@@ -437,6 +434,28 @@ class _Config:
         self.slices_per_beat = Signal(range(params.bus_width // 2 + 1))
         self.one_slice_beats = Signal()
         self.raw = Signal()
+        # The slicers' conditions at their first slice (``restart_conditions``), latched with
+        # the settings they are made of: a slicer's restart then chooses among registers, not
+        # after comparisons with ``n`` (whose register is shared and far from most slicers).
+        # (Initial values: those of the settings' initial values, all 0.)
+        self.restart = [Signal(init=init, name=f"restart_{name}") for name, init in (
+            ("slice_last", 1), ("beat_last", 0), ("next_beat_slice_last", 0),
+            ("next_beat_last", 0), ("next_slice_last", 1))]
+
+    @staticmethod
+    def restart_conditions(lanes, n, per_beat, per_beat_lanes, slices_per_beat,
+                           one_slice_beats) -> list:
+        """The first slice's conditions for these settings: (its slice_last, its beat_last,
+        the next beat's first slice is its last, the next beat is the sample's last, the next
+        slice is its beat's last), as :class:`_Slicer` keeps them."""
+        return [one_slice_beats | (lanes > n), per_beat > n,
+                one_slice_beats | (per_beat_lanes > n), 2 * per_beat > n,
+                (slices_per_beat <= 2) | (2 * lanes > n)]
+
+    def restart_conditions_now(self, lanes) -> list:
+        """``restart_conditions`` of the latched settings (what ``restart`` stands for)."""
+        return self.restart_conditions(lanes, self.n, self.per_beat, self.per_beat_lanes,
+                                       self.slices_per_beat, self.one_slice_beats)
 
 
 class SgdCore(wiring.Component):
@@ -579,9 +598,15 @@ class SgdCore(wiring.Component):
         # state == RUN as a register of its own, loaded with the state (``enter``): the issue
         # decision reads one flip-flop instead of a decode of three.
         in_run = Signal()
+        # (Copies of in_run, blocked and fifo_room for each 16 bits of the held beat: its
+        # load enable is made from copies beside it, see below.)
+        held_groups = p.bus_width // 16
+        in_run_held = [Signal(name=f"in_run_held{g}", attrs={REPLICA_ATTRIBUTE: 1})
+                       for g in range(held_groups)]
 
         def enter(next_state):
-            return [state.eq(next_state), in_run.eq(next_state == RUN)]
+            return [state.eq(next_state),
+                    *(copy.eq(next_state == RUN) for copy in (in_run, *in_run_held))]
 
         errors = Signal(len(ErrorBit))
         error_events = Signal(len(ErrorBit))
@@ -647,7 +672,26 @@ class SgdCore(wiring.Component):
         m.d.comb += [reset.eq(copy | self.abort_epoch) for reset, copy
                      in zip((fifo_reset, forward_reset, gradient_reset), start_ok_copies,
                             strict=True)]
+        # The looked-up settings as the latch takes them, for the restart conditions too.
+        # (Signals, so that the conditions compare the tables' outputs: an ``Array`` of
+        # constants under an operator becomes a table of the results, another ROM.)
+        looked_up = {name: Signal.like(getattr(cfg, name), name=f"{name}_looked_up")
+                     for name in ("per_beat", "per_beat_lanes", "slices_per_beat",
+                                  "one_slice_beats")}
+        m.d.comb += [
+            looked_up["per_beat"].eq(look_up(per_beat_table, cfg.per_beat.shape())),
+            looked_up["per_beat_lanes"].eq(look_up([v + lanes for v in per_beat_table],
+                                                   cfg.per_beat_lanes.shape())),
+            looked_up["slices_per_beat"].eq(look_up([-(-v // lanes) for v in per_beat_table],
+                                                    cfg.slices_per_beat.shape())),
+            looked_up["one_slice_beats"].eq(
+                look_up([int(v <= lanes) for v in per_beat_table], 1)),
+        ]
         with m.If(start_ok):
+            m.d.sync += [getattr(cfg, name).eq(value) for name, value in looked_up.items()]
+            m.d.sync += [latched.eq(value) for latched, value in zip(
+                cfg.restart, cfg.restart_conditions(lanes, self.cfg_n_features, **looked_up),
+                strict=True)]
             m.d.sync += [
                 cfg.encoding.eq(self.cfg_encoding), cfg.bits.eq(self.cfg_bits),
                 cfg.n.eq(self.cfg_n_features), cfg.batch.eq(self.cfg_batch_size),
@@ -656,12 +700,6 @@ class SgdCore(wiring.Component):
                 cfg.step.eq(self.cfg_step), cfg.decay.eq(self.cfg_decay),
                 cfg.threshold.eq(self.cfg_threshold), cfg.rounding.eq(self.cfg_rounding),
                 cfg.delayed.eq(self.cfg_update_mode),
-                cfg.per_beat.eq(look_up(per_beat_table, cfg.per_beat.shape())),
-                cfg.per_beat_lanes.eq(look_up([v + lanes for v in per_beat_table],
-                                              cfg.per_beat_lanes.shape())),
-                cfg.slices_per_beat.eq(look_up([-(-v // lanes) for v in per_beat_table],
-                                               cfg.slices_per_beat.shape())),
-                cfg.one_slice_beats.eq(look_up([int(v <= lanes) for v in per_beat_table], 1)),
                 cfg.raw.eq(self.cfg_encoding == Encoding.RAW32),
             ]
         # Derived shifts and format limits (docs/ENGINE.md stages 3, 4, 6 and the loss).  They
@@ -773,16 +811,13 @@ class SgdCore(wiring.Component):
         # The choice between the bus and the held copy for the decoder (one copy of
         # first_slice per 16 bits of the beat) and the copy's own load (one more): no one
         # register's fan-out spans the decoder's gathering.
-        data_groups = p.bus_width // 16
         if max_slices > 1:
             mid_beat_data = [~feed.first_slice_copy(f"first_slice_data{g}")
-                             for g in range(data_groups)]
-            mid_beat_hold = ~feed.first_slice_copy("first_slice_hold")
+                             for g in range(held_groups)]
         else:
-            mid_beat_data, mid_beat_hold = [Const(0)] * data_groups, Const(0)
+            mid_beat_data = [Const(0)] * held_groups
         held_data = Signal(p.bus_width, reset_less=True)
-        next_slice = _SliceShift(m, cfg, p.bus_width, lanes, "held_shift",
-                                 groups=p.bus_width // 16)
+        next_slice = _SliceShift(m, cfg, p.bus_width, lanes, "held_shift", groups=held_groups)
 
         # The fused-update window and each slicer's matches in it (registers, see track()).
         # The window is cleared a cycle after a pipeline reset (from a register, not from the
@@ -796,8 +831,10 @@ class SgdCore(wiring.Component):
 
         # Registered: one cycle late, which the FIFOs' margins cover.
         fifo_room = Signal()
-        m.d.sync += fifo_room.eq((sfifo.level < sample_depth - 8)
-                                 & (efifo.level < RESIDUAL_FIFO_SLACK))
+        fifo_room_next = (sfifo.level < sample_depth - 8) & (efifo.level < RESIDUAL_FIFO_SLACK)
+        m.d.sync += fifo_room.eq(fifo_room_next)
+        fifo_room_held = replicas(m, "fifo_room_held", fifo_room_next, held_groups,
+                                  reset_less=False)
         # A fused beat must read the words an earlier fused beat wrote: it waits out the
         # window.  A plain beat goes ahead and takes the updated words by forwarding (stage U12).
         # The first slice of a fused batch waits for the gradients it needs (the batch gate).
@@ -808,6 +845,8 @@ class SgdCore(wiring.Component):
             return fused & (hit | (at_start & ~ready))
 
         blocked = Signal()
+        blocked_held = [Signal(name=f"blocked_held{g}", attrs={REPLICA_ATTRIBUTE: 1})
+                        for g in range(held_groups)]
         hazard_free = ~blocked & fifo_room
         accepting = Signal()
         held_issue = Signal()
@@ -921,10 +960,16 @@ class SgdCore(wiring.Component):
         # 0 .. L-1.  It is read only in the slices after the first (mid_beat): before those
         # it may load the bus every cycle, whether the beat is taken or not (a register
         # condition, not the handshake).
-        with m.If(~mid_beat_hold):
-            m.d.sync += held_data.eq(next_slice(self.s_data))
-        with m.Elif(held_issue):
-            m.d.sync += held_data.eq(next_slice(held_data))
+        # Each 16 bits load under copies of the issue decision's registers of their own (as
+        # the decoder's input choice, above): one LUT of four flip-flops placed beside them,
+        # where held_issue is two logic levels from registers spread over the issue logic.
+        bus_moved_on, held_moved_on = next_slice(self.s_data), next_slice(held_data)
+        for g, mid in enumerate(mid_beat_data):
+            bits = slice(16 * g, 16 * g + 16)
+            with m.If(~mid):
+                m.d.sync += held_data[bits].eq(bus_moved_on[bits])
+            with m.Elif(in_run_held[g] & ~blocked_held[g] & fifo_room_held[g]):
+                m.d.sync += held_data[bits].eq(held_moved_on[bits])
         m.d.sync += [sample_ended.eq(slice_issue & feed.sample_last),
                      batch_ended.eq(slice_issue & feed.sample_last & last_of_batch)]
         with m.If(sample_ended):
@@ -1625,10 +1670,11 @@ class SgdCore(wiring.Component):
                             ready_if[1], ready_if[0])
         fused_if_move = Mux(ends_sample, last_of_batch & Mux(keep, batches_begun != 0, 1),
                             fused_sample)
-        m.d.sync += blocked.eq(Mux(
+        blocked_next = Mux(
             slice_moves,
             blocked_of(fused_if_move, feed.hit_if_advance, ends_sample, ready_if_move),
-            blocked_of(fused_sample, feed.hit_if_stay, feed.at_start, ready_if[0])))
+            blocked_of(fused_sample, feed.hit_if_stay, feed.at_start, ready_if[0]))
+        m.d.sync += [copy.eq(blocked_next) for copy in (blocked, *blocked_held)]
 
         # Gradient-memory read addresses: the fused update (stage A) or the gradient path (G2).
         for z in range(2):
@@ -1681,7 +1727,7 @@ class SgdCore(wiring.Component):
             m.d.sync += [in_sample_in_batch.eq(0), batch_parity.eq(0), *enter(RUN),
                          batches_begun.eq(0), batches_pending.eq(0),
                          first_of_batch.eq(1), fused_sample.eq(0), gradients_ready.eq(1),
-                         blocked.eq(0),
+                         *(copy.eq(0) for copy in (blocked, *blocked_held)),
                          begin_one.eq(cfg.samples == 2), begin_two.eq(cfg.samples == 3),
                          last_sample.eq(cfg.samples == 1),
                          last_of_batch.eq((cfg.batch == 1) | (cfg.samples == 1))]
@@ -1778,7 +1824,12 @@ class SgdCore(wiring.Component):
                                 *zip(g4_rows_cmp, g4_rows, strict=True),
                                 *feed.register_copies, *walk.register_copies,
                                 *sweep.register_copies,
-                                *sfifo.register_copies, *efifo.register_copies],
+                                *((copy, in_run) for copy in in_run_held),
+                                *((copy, blocked) for copy in blocked_held),
+                                *((copy, fifo_room) for copy in fifo_room_held),
+                                *sfifo.register_copies, *efifo.register_copies,
+                                *zip(cfg.restart, cfg.restart_conditions_now(lanes),
+                                     strict=True)],
             # Facts of every reachable state that the logic relies on (asserted likewise).
             "invariants": [~feed.at_start | feed.first_slice,
                            # (An accepted start comes while idle or discarding: the pulse
