@@ -114,6 +114,10 @@ class _SliceLimits:
         self.next_slice_ends = derived("next_slice_ends", bound, n - 2 * lanes)
         self.slices_per_beat = derived("slices_per_beat", cfg.slices_per_beat.shape(),
                                        cfg.slices_per_beat)
+        # (The slice after next is past the beat, for a slice at index i + 1: i + 3 >= per
+        # beat, compared with the register i itself, not with an addition of it.)
+        self.slices_less_three = derived("slices_less_three", bound,
+                                         cfg.slices_per_beat - 3)
         self.one_slice_beats = derived("one_slice_beats", 1, cfg.one_slice_beats)
 
 
@@ -235,15 +239,16 @@ class _Slicer:
         return ([(copy, self.slice_last) for copy in self._slice_last_copies]
                 + [(copy, self.first_slice) for copy in self._first_slice_copies])
 
-    def _conditions(self, beat_f0, f0, index):
-        """The next-position conditions of the position (``beat_f0``, ``f0``, ``index``), all
-        registers, compared with the limits: (next beat's first slice is its last, next beat
-        is the sample's last, next slice is its beat's last)."""
+    def _conditions(self, beat_f0, f0, next_index_last):
+        """The next-position conditions of the position (``beat_f0``, ``f0``, and an index
+        whose next slice is the beat's last by count when ``next_index_last``: index + 2 >=
+        slices per beat), all registers compared with the limits: (next beat's first slice
+        is its last, next beat is the sample's last, next slice is its beat's last)."""
         limits = self._limits
         return (limits.one_slice_beats | less_than(limits.next_beat_one_slice, beat_f0),
                 less_than(limits.next_beat_is_last, beat_f0),
                 # per_beat - (index + 1) lanes <= lanes, or the slice after starts past n.
-                (index + 2 >= limits.slices_per_beat) | less_than(limits.next_slice_ends, f0))
+                next_index_last | less_than(limits.next_slice_ends, f0))
 
     def _go(self, m, f0, beat_f0, index, slice_last, beat_last, next_beat, next_slice,
             conditions):
@@ -277,11 +282,13 @@ class _Slicer:
                 self._go(m, self.next_beat, self.next_beat, 0, self._next_beat_slice_last,
                          self._next_beat_last, self.next_beat + per_beat,
                          self.next_beat + lanes,
-                         self._conditions(self.next_beat, self.next_beat, 0))
+                         self._conditions(self.next_beat, self.next_beat,
+                                          self._limits.slices_per_beat <= 2))
         with m.Else():
             # (The beat's conditions stay; the next slice starts at or before n.)
-            *_, next_slice_last = self._conditions(self.beat_f0, self.next_slice,
-                                                   self.index + 1)
+            *_, next_slice_last = self._conditions(
+                self.beat_f0, self.next_slice,
+                ~less_than(self.index, self._limits.slices_less_three))
             self._go(m, self.next_slice, self.beat_f0, self.index + 1, self._next_slice_last,
                      self.beat_last, self.next_beat, self.next_slice + lanes,
                      (self._next_beat_slice_last, self._next_beat_last, next_slice_last))
@@ -687,11 +694,19 @@ class SgdCore(wiring.Component):
             looked_up["one_slice_beats"].eq(
                 look_up([int(v <= lanes) for v in per_beat_table], 1)),
         ]
+        # The restart conditions of the settings, like the range checks a register loaded
+        # every cycle (the same contract: no setting changes in the cycle before a START pulse
+        # or in the one after), so that the latch takes them from flip-flops, not after the
+        # tables and four comparisons with N_FEATURES.
+        restart_candidates = [Signal.like(latched, name=f"{latched.name}_candidate")
+                              for latched in cfg.restart]
+        m.d.sync += [candidate.eq(value) for candidate, value in zip(
+            restart_candidates,
+            cfg.restart_conditions(lanes, self.cfg_n_features, **looked_up), strict=True)]
         with m.If(start_ok):
             m.d.sync += [getattr(cfg, name).eq(value) for name, value in looked_up.items()]
-            m.d.sync += [latched.eq(value) for latched, value in zip(
-                cfg.restart, cfg.restart_conditions(lanes, self.cfg_n_features, **looked_up),
-                strict=True)]
+            m.d.sync += [latched.eq(candidate) for latched, candidate
+                         in zip(cfg.restart, restart_candidates, strict=True)]
             m.d.sync += [
                 cfg.encoding.eq(self.cfg_encoding), cfg.bits.eq(self.cfg_bits),
                 cfg.n.eq(self.cfg_n_features), cfg.batch.eq(self.cfg_batch_size),
