@@ -250,43 +250,47 @@ class FieldDecoder(wiring.Component):
             return any_of(beat[pos] & group_select(keys)
                           for pos, keys in sorted(terms.items()))
 
-        # Step 1, gathering: each lane's index and sample bits from the beat (AND-OR trees).
-        gathered = []   # per lane: (index, sample1, sample2)
+        # Step 1, gathering: for each lane and sample s, the left-aligned index with s below it
+        # (``v = (index << (8 - b)) | (s * (2**(8 - b) - 1))``) and s itself, from the beat
+        # (AND-OR trees).  Then the level ``q << (8 - b)`` is ``v + s``: an addition of two
+        # registers, where ``index + (s << (8 - b))`` needs a LUT in front of the carry chain.
+        gathered = []   # per lane: ((v1, sample1), (v2, sample2))
         for lane in range(lanes):
             # For each output bit, the beat positions it can come from and under which settings.
-            index_terms = [{} for _ in range(QUANT_FEATURE_FRAC)]  # left-aligned index bits
-            sample1_terms, sample2_terms = {}, {}
+            v_terms = [[{} for _ in range(QUANT_FEATURE_FRAC)] for _ in range(2)]
+            sample_terms = [{}, {}]
             for key in gather_selects:
                 encoding, bits = key
                 layout = layouts[key]
                 if lane >= layout.fields_per_beat:
                     continue  # pruned: this lane never holds a field in this setting
                 base = lane * layout.field_width
-                for j in range(bits):  # index bit j -> aligned bit j + 8 - b
-                    index_terms[j + QUANT_FEATURE_FRAC - bits].setdefault(
-                        base + j, []).append(key)
-                sample1_terms.setdefault(base + bits, []).append(key)
                 second_bit = bits + 1 if encoding is Encoding.DOUBLE else bits
-                sample2_terms.setdefault(base + second_bit, []).append(key)
-            index = Signal(QUANT_FEATURE_FRAC, name=f"lane{lane}_index")
-            sample1 = Signal(name=f"lane{lane}_s1")
-            sample2 = Signal(name=f"lane{lane}_s2")
-            m.d.comb += [
-                sample1.eq(gather(sample1_terms)),
-                sample2.eq(gather(sample2_terms)),
-                index.eq(Cat(*(gather(terms) for terms in index_terms))),
-            ]
-            gathered.append((index, sample1, sample2))
-        raw_words = [beat[32 * lane: 32 * lane + 32] for lane in range(raw_lanes)]
+                for terms, sample_bit in zip(v_terms, (bits, second_bit), strict=True):
+                    for j in range(bits):  # index bit j -> aligned bit j + 8 - b
+                        terms[j + QUANT_FEATURE_FRAC - bits].setdefault(
+                            base + j, []).append(key)
+                    for j in range(QUANT_FEATURE_FRAC - bits):  # the sample below the index
+                        terms[j].setdefault(base + sample_bit, []).append(key)
+                sample_terms[0].setdefault(base + bits, []).append(key)
+                sample_terms[1].setdefault(base + second_bit, []).append(key)
+            lane_bits = []
+            for n in range(2):
+                v = Signal(QUANT_FEATURE_FRAC, name=f"lane{lane}_v{n + 1}")
+                sample = Signal(name=f"lane{lane}_s{n + 1}")
+                m.d.comb += [v.eq(Cat(*(gather(terms) for terms in v_terms[n]))),
+                             sample.eq(gather(sample_terms[n]))]
+                lane_bits.append((v, sample))
+            gathered.append(tuple(lane_bits))
 
-        # What the settings decide for step 2: the one-hot selects, the aligned weight of a
-        # sample bit (the level step 2**(8 - b) on the 256-step grid) and each lane's valid.
+        def clamped(word):
+            """A raw32 word clamped to [-2**30, 2**30]: top two bits 01 is >= 2**30, 10 is
+            < -2**30."""
+            return Mux(~word[31] & word[30], RAW_ONE,
+                       Mux(word[31] & ~word[30], -RAW_ONE, word.as_signed()))
+
+        # What the settings decide for step 2: the one-hot selects and each lane's valid.
         selects, sel_raw = gather_selects, gather_raw
-        level_step = Signal(LEVEL_WIDTH)
-        with m.Switch(self.bits):
-            for b in range(1, 9):
-                with m.Case(b):
-                    m.d.comb += level_step.eq(1 << (QUANT_FEATURE_FRAC - b))
         quant_valid = Cat(*(any_of(select for key, select in selects.items()
                                    if lane < layouts[key].fields_per_beat)
                             for lane in range(lanes)))
@@ -296,49 +300,49 @@ class FieldDecoder(wiring.Component):
             bits = register(bits, "bits_settled")
             selects = {key: register(sel, sel.name) for key, sel in selects.items()}
             sel_raw = register(sel_raw, "sel_raw_settled")
-            level_step = register(level_step, "level_step_settled")
             quant_valid = register(quant_valid, "quant_valid_settled")
+        # A raw lane's clamped word, 0 unless the setting is raw32 (when every quantized word
+        # is 0), so that step 2 ORs it in: one LUT after the level's carry chain, not a choice.
+        raw_parts = [Mux(sel_raw, clamped(beat[32 * lane: 32 * lane + 32]), 0)
+                     for lane in range(raw_lanes)]
         if self._latency == 2:
-            # The gathered bits, the raw words and the settings' decodes are registered here
+            # The gathered bits, the raw parts and the settings' decodes are registered here
             # (the decodes fan out to every lane: from registers they are a short way).
-            gathered = [tuple(register(v, v.name) for v in lane_bits) for lane_bits in gathered]
-            raw_words = [register(w, f"lane{lane}_raw_word") for lane, w in enumerate(raw_words)]
+            gathered = [tuple(tuple(register(v, v.name) for v in pair) for pair in lane_bits)
+                        for lane_bits in gathered]
+            raw_parts = [register(w, f"lane{lane}_raw_part") for lane, w in enumerate(raw_parts)]
             with m.If(self.zero):
-                m.d.sync += [reg.eq(0) for lane_bits in gathered for reg in lane_bits]
-                m.d.sync += [word.eq(0) for word in raw_words]
+                m.d.sync += [reg.eq(0) for lane_bits in gathered for pair in lane_bits
+                             for reg in pair]
+                m.d.sync += [word.eq(0) for word in raw_parts]
             bits = register(bits, "bits")
             selects = {key: register(sel, sel.name) for key, sel in selects.items()}
             sel_raw = register(sel_raw, "word_sel_raw")
-            level_step = register(level_step, "level_step")
             quant_valid = register(quant_valid, "quant_valid")
 
-        # Step 2, the words: levels, the lookup, raw32's clamp.
+        # Step 2, the words: levels, the lookup, raw32's clamped part ORed in.
         fields_per_beat = functools.reduce(operator.or_, (
             [Mux(sel_raw, raw_layout.fields_per_beat, 0)]
             + [Mux(selects[key], layouts[key].fields_per_beat, 0) for key in selects]))
 
         lane_valid, lane_first, lane_second = [], [], []
-        for lane, (index, sample1, sample2) in enumerate(gathered):
-            # Aligned level q << (8 - b) = aligned index + (s << (8 - b)), then the lookup; the
-            # lookup's signed(11) result is narrowed to signed(10), exact as |F| <= 256.
+        for lane, lane_bits in enumerate(gathered):
+            # Aligned level q << (8 - b) = aligned index + (s << (8 - b)) = v + s, then the
+            # lookup; the lookup's signed(11) result is narrowed to signed(10), exact as
+            # |F| <= 256.
             words = []
-            for n, sample in ((1, sample1), (2, sample2)):
+            for n, (v, sample) in enumerate(lane_bits, start=1):
                 level = Signal(LEVEL_WIDTH, name=f"lane{lane}_q{n}")
                 word = Signal(signed(QUANT_FEATURE_FRAC + 2), name=f"lane{lane}_f{n}")
                 m.d.comb += [
-                    level.eq(index + Mux(sample, level_step, 0)),
+                    level.eq(v + sample),
                     word.eq(Mux(quant_valid[lane], level_value(level, bits), 0)),
                 ]
                 words.append(word)
 
             valid = quant_valid[lane]
             if lane < raw_lanes:
-                raw = raw_words[lane]
-                clamped = Signal(signed(WORD_WIDTH), name=f"lane{lane}_raw")
-                # Top two bits 01: >= 2**30, clamp to 2**30; 10: < -2**30, clamp to -2**30.
-                m.d.comb += clamped.eq(Mux(~raw[31] & raw[30], RAW_ONE,
-                                           Mux(raw[31] & ~raw[30], -RAW_ONE, raw.as_signed())))
-                words = [Mux(sel_raw, clamped, word) for word in words]
+                words = [word.as_signed() | raw_parts[lane] for word in words]
                 valid = quant_valid[lane] | sel_raw
             first, second = (Signal(signed(WORD_WIDTH), name=f"lane{lane}_{name}")
                              for name in ("first", "second"))
