@@ -202,13 +202,28 @@ class Rounder:
         chain), which compares with any such value as the result does (a clamped floor's
         result is at least ``2**k - 1`` or at most ``-2**k + 1``, beyond every ``k``-bit
         value either way), with carry chains of ``k + 2`` bits instead of the result's width.
-        The clamp is registered in the increment's cycle, beside ``floor``'s copy."""
+        The clamp is registered in the increment's cycle, beside ``floor``'s copy.  With a
+        run-time shift its test is a register made in ``floor``'s cycle from the value itself:
+        ``floor``'s bits from ``k`` up equal its sign when the value's bits from ``k + s`` up
+        do, against a mask of those positions that follows the shift like the other masks, so
+        that the clamp's select, which fans out to ``k + 1`` bits, starts at a flip-flop."""
         result, floor, increment, latency = self._stages(m, value, rand, name)
         source, shape = floor, result.shape()
         if compare_width is not None and compare_width + 2 < len(floor):
             floor1 = self._floor1
-            top = floor1[compare_width:]
-            fits = top.all() | ~top.any()
+            if isinstance(self.shift, Const):
+                top = floor1[compare_width:]
+                fits = top.all() | ~top.any()
+            else:
+                v = self._stage1_input
+                positions = range(compare_width, len(v) - 1)
+                # Bit p - k: position p of the value is in floor's top bits (p >= k + s).
+                in_top = Signal(len(positions), name=f"{name}_top_mask", reset_less=True)
+                m.d.sync += in_top.eq(Cat(*(self.shift <= p - compare_width
+                                            for p in positions)))
+                beyond = Cat(*(v[p] ^ v[-1] for p in positions))
+                fits = Signal(name=f"{name}_fits", reset_less=True)
+                m.d.sync += fits.eq(~(beyond & in_top).any())
             shape = signed(compare_width + 2)
             source = Signal(signed(compare_width + 1), name=f"{name}_floor_clamped",
                             reset_less=True)
@@ -347,6 +362,7 @@ class Rounder:
         increment = register("increment", 1, total[span + 1])
         floor2 = register("floor2", signed(width), floor1)
         self._floor1 = floor1      # (for pipelined_saturating's tests, beside the carry)
+        self._stage1_input = v     # (for pipelined_copies' clamp test, beside floor)
         result = register("result", signed(width + 1), floor2 + increment)
         return result, floor2, increment, 2 if constant else 3
 
