@@ -217,10 +217,11 @@ class Rounder:
             else:
                 v = self._stage1_input
                 positions = range(compare_width, len(v) - 1)
-                # Bit p - k: position p of the value is in floor's top bits (p >= k + s).
-                in_top = Signal(len(positions), name=f"{name}_top_mask", reset_less=True)
-                m.d.sync += in_top.eq(Cat(*(self.shift <= p - compare_width
-                                            for p in positions)))
+                # Bit p - k: position p of the value is in floor's top bits (p >= k + s), that
+                # is not mask bit p - k (s > p - k), or always past the mask's span.
+                mask = self._registered_masks(m)[0]
+                in_top = Cat(*(~mask[p - compare_width] if p - compare_width < self.span
+                               else Const(1, 1) for p in positions))
                 beyond = Cat(*(v[p] ^ v[-1] for p in positions))
                 fits = Signal(name=f"{name}_fits", reset_less=True)
                 m.d.sync += fits.eq(~(beyond & in_top).any())
@@ -417,12 +418,21 @@ class Product:
     With ``landing`` every limb product is registered once more in the fabric before the
     sums (one cycle more): the route out of the DSP row then has a cycle of its own, instead
     of sharing one with the group's carry-save step and carry chain.
+
+    With ``split = k`` the last stage's final addition is registered in two parts: the sum's
+    bits below ``k`` (a carry chain that ends at bit ``k``) with the carry out of them, and
+    the two addends' bits from ``k`` up; ``value`` adds those after the registers.  The
+    latency is the same, and the chain from ``k`` up moves into the consumer's cycle: for a
+    consumer that only registers those bits, as a :class:`Rounder` by a constant shift
+    below ``k`` (its ``floor`` is wiring into its second register, and its carry chain takes
+    the bits below ``shift + 1``), so that the cycle after the DSP row ends at bit ``k``.
     """
 
     #: Terms summed into one per pipeline stage.
     GROUP = 4
 
-    def __init__(self, m, a: Value, b: Value, name: str, platform=None, landing: bool = False):
+    def __init__(self, m, a: Value, b: Value, name: str, platform=None, landing: bool = False,
+                 split: int | None = None):
         shape = (a * b).shape()
         width = shape.width
         counter = iter(range(1 << 16))
@@ -455,7 +465,9 @@ class Product:
             high = (x[zy:] + y[zy:])[:width - zy]
             return term(Cat(x[:zy], high), "sum"), zx, None
 
-        def reduce(group):
+        def narrow(group):
+            """``group``'s terms made into at most two with the same sum (side by side, then
+            carry-save steps)."""
             group = sorted(group, key=lambda item: item[1])
             merged = True
             while merged and len(group) > 1:
@@ -472,7 +484,31 @@ class Product:
                         break
             while len(group) > 2:
                 group = sorted(group[3:] + carry_save(*group[:3]), key=lambda item: item[1])
+            return group
+
+        def reduce(group):
+            group = narrow(group)
             return add(*group) if len(group) == 2 else group[0]
+
+        def split_sum(group, latency):
+            """The last stage with ``split``: its registers and the sum after them."""
+            group = narrow(group)
+            if len(group) == 1:
+                sig = Signal(signed(width), name=f"{name}_s{latency + 1}_0", reset_less=True)
+                m.d.sync += sig.eq(group[0][0])
+                return sig
+            (x, _, _), (y, zy, _) = sorted(group, key=lambda item: item[1])
+            # Below zy only x has bits; from zy to split both do (a chain of split - zy bits).
+            low_sum = x[zy:split] + y[zy:split] if split > zy else Const(0, 1)
+            low = Signal(split, name=f"{name}_s{latency + 1}_low", reset_less=True)
+            carry = Signal(name=f"{name}_s{latency + 1}_carry", reset_less=True)
+            high_x = Signal(width - split, name=f"{name}_s{latency + 1}_high_a", reset_less=True)
+            high_y = Signal(width - split, name=f"{name}_s{latency + 1}_high_b", reset_less=True)
+            m.d.sync += [low.eq(Cat(x[:min(zy, split)], low_sum[:max(split - zy, 0)])),
+                         carry.eq(low_sum[max(split - zy, 0)] if split > zy else 0),
+                         high_x.eq(x[split:]), high_y.eq(y[split:])]
+            # (Modulo 2**width, as every sum here.)
+            return Cat(low, (high_x + high_y + carry)[:width - split]).as_signed()
 
         level = []
         for i, (limb_a, offset_a, bits_a) in enumerate(_limbs(a)):
@@ -485,7 +521,13 @@ class Product:
                     partial = _landed(m, partial, f"{name}_land{i}_{j}")
                 level.append((term(partial << offset, f"t{i}_{j}_"), min(offset, width), bound))
         latency = 2 if landing else 1
+        assert split is None or 0 < split < width, "Product: split must be inside the product"
         while len(level) > 1:
+            if split is not None and len(level) <= self.GROUP:
+                self.value = split_sum(level, latency)
+                self.value = self.value if shape.signed else self.value.as_unsigned()
+                self.latency = latency + 1
+                return
             level = [reduce(level[k:k + self.GROUP]) for k in range(0, len(level), self.GROUP)]
             registered = []
             for k, (value, zeros, bound) in enumerate(level):

@@ -1241,8 +1241,10 @@ class SgdCore(wiring.Component):
         with m.If(u6["valid"] & u6["fused"][0]):
             m.d.sync += self.model_saturations.eq(self.model_saturations + popcount(sat_bits))
         # U6, U7: the decay product x1 * eta; U8, U9: its rounding; U10: x2 = x1 - decay (step 2)
+        # The product's last sum ends at the rounder's span in U7 (the bits its carry chain
+        # takes); the bits above are added in U8, into the rounder's floor register.
         decay_products = [Product(m, u6["x1"][b], cfg.decay.as_unsigned(), f"u_decay{b}",
-                                  platform)
+                                  platform, split=decay_rounder.span)
                           for b in range(lanes)]
         u8 = delay_all(u6, decay_products[0].latency, "u_p", drop=("clip",))
         decays = [decay_rounder.pipelined(m, decay_products[b].value, u8["rand_decay"][b],

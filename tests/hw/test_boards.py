@@ -182,6 +182,8 @@ def test_seed_reaches_nextpnr():
     script = synth.build_plan(SMALL, seed=7).files["build_top.sh"]
     assert "--seed 7" in script
     assert "--seed" not in synth.build_plan(SMALL).files["build_top.sh"]
+    # The router's timing-driven rip-up is on in every build (hw/synth.py, NEXTPNR_OPTIONS).
+    assert "--router router2 --tmg-ripup" in script
 
 
 def test_cli_negative_seed_exits_2(capsys, tmp_path):

@@ -41,13 +41,37 @@ def operand_values(shape, rng: random.Random, count: int = 10) -> list[int]:
     return sorted(values)
 
 
+#: Products whose last sum is split (``Product(split=k)``): the engine's decay product at its
+#: rounder's span (DECAY_FRAC + 1), and splits below, at and above the chain's start (bit
+#: LIMB_BITS + 1 here), next to each end, and over more than one stage of sums.
+SPLITS = [
+    (signed(32), unsigned(24), 25),
+    (signed(32), unsigned(24), 1),
+    (signed(32), unsigned(24), LIMB_BITS),
+    (signed(32), unsigned(24), LIMB_BITS + 1),
+    (signed(32), unsigned(24), LIMB_BITS + 2),
+    (signed(32), unsigned(24), 55),
+    (signed(32), signed(32), 40),
+    (signed(53), signed(53), 60),
+]
+
+
 @pytest.mark.parametrize("landing", [False, True], ids=["", "landing"])
 @pytest.mark.parametrize("shape_a,shape_b", SHAPES, ids=lambda s: str(s))
 def test_product_is_exact(shape_a, shape_b, landing):
+    check_exact(shape_a, shape_b, landing=landing)
+
+
+@pytest.mark.parametrize("shape_a,shape_b,split", SPLITS, ids=str)
+def test_split_product_is_exact(shape_a, shape_b, split):
+    check_exact(shape_a, shape_b, split=split)
+
+
+def check_exact(shape_a, shape_b, **options):
     rng = random.Random(f"{shape_a}{shape_b}")
     m = Module()
     a, b = Signal(shape_a), Signal(shape_b)
-    product = Product(m, a, b, "p", landing=landing)
+    product = Product(m, a, b, "p", **options)
     assert product.value.shape() == (a * b).shape()
     pairs = list(itertools.product(operand_values(shape_a, rng), operand_values(shape_b, rng)))
     got = []
@@ -76,4 +100,6 @@ def test_latency_is_one_stage_per_four_partial_products(shape_a, shape_b, latenc
     assert Product(m, Signal(shape_a), Signal(shape_b), "p").latency == latency
     # The landing registers are one stage more.
     assert Product(m, Signal(shape_a), Signal(shape_b), "q", landing=True).latency == latency + 1
+    # A split last sum keeps the latency.
+    assert Product(m, Signal(shape_a), Signal(shape_b), "r", split=20).latency == latency
     Fragment.get(m, None)     # (elaborated: an unused module is a warning)
