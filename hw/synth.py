@@ -227,8 +227,10 @@ def format_table(summary: dict) -> str:
         lines += ["", "Placements (the best is the one above):", "",
                   "| seed | fmax (MHz) | met | build (s) |", "|---:|---:|---|---:|"]
         for run in summary["sweep"]:
-            lines.append(f"| {run['seed']} | {run['fmax_mhz']:.2f} | "
-                         f"{'yes' if run['timing_met'] else 'NO'} | {run['build_seconds']} |")
+            fmax = "-" if run["fmax_mhz"] is None else f"{run['fmax_mhz']:.2f}"
+            met = "yes" if run["timing_met"] else ("NO" if run["fmax_mhz"] is not None
+                                                   else "no build: " + run["error"])
+            lines.append(f"| {run['seed']} | {fmax} | {met} | {run['build_seconds']} |")
     if summary.get("late_endpoints"):
         lines += ["", "Latest signals (arrival after the clock period; pins: late inputs):", "",
                   "| signal | clock | arrival (ns) | period (ns) | pins |",
@@ -295,15 +297,32 @@ def _write_summary(out: Path, summary: dict) -> None:
     tmp.replace(out / "summary.json")
 
 
-def _run_script(plan, out: Path) -> None:
-    """Run an extracted build plan's script in ``out``."""
+def _run_script(plan, out: Path, timeout_s: float | None = None) -> None:
+    """Run an extracted build plan's script in ``out``; after ``timeout_s`` seconds (None:
+    no limit) stop it, every tool it started with it, and raise :class:`BuildError`."""
+    import signal
     import subprocess
 
+    logs = f"see {out}/top.rpt (Yosys) and {out}/top.tim (nextpnr)"
     try:
-        subprocess.check_call(["sh", f"{plan.script}.sh"], cwd=out)
-    except (OSError, subprocess.CalledProcessError) as error:
-        raise BuildError(f"the build failed ({error}); see {out}/top.rpt (Yosys) and "
-                         f"{out}/top.tim (nextpnr)") from error
+        # A session of its own: a stop reaches the tools the script runs, not only the shell.
+        process = subprocess.Popen(["sh", f"{plan.script}.sh"], cwd=out,
+                                   start_new_session=True)
+    except OSError as error:
+        raise BuildError(f"the build failed ({error}); {logs}") from error
+    try:
+        status = process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait()
+        raise BuildError(f"the build was stopped after {timeout_s / 60:g} minutes (the "
+                         f"limit); {logs}") from None
+    except BaseException:              # (an interrupt: the tools stop with the script)
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait()
+        raise
+    if status != 0:
+        raise BuildError(f"the build failed (exit status {status}); {logs}")
 
 
 def _check_timing(summary: dict, out: Path) -> None:
@@ -389,9 +408,14 @@ def _margin(summary: dict) -> float:
 
 def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3s-85f",
                    freq_mhz: float | None = None, ooc: bool = False, jobs: int = 1,
-                   out_dir="build/synth", check_timing: bool = True) -> dict:
+                   out_dir="build/synth", check_timing: bool = True,
+                   seed_minutes: float | None = None) -> dict:
     """Place and route one netlist with each of ``seeds`` (nextpnr's placement seed) until one
     meets timing, ``jobs`` builds at a time; keep the best.
+
+    A seed whose build fails, or takes longer than ``seed_minutes`` (then it is stopped: a
+    router that does not converge), is recorded in ``sweep`` with its ``error`` and the sweep
+    goes on.
 
     Each seed builds in ``out_dir/seed<N>`` (the whole flow: Yosys's netlist is the same for
     every seed).  Seeds are tried in order; once a build meets timing no further one starts
@@ -404,8 +428,11 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
     Raises
     ------
     ConfigError
-        Unknown board, no seeds, a negative or repeated seed, or ``jobs`` < 1.
-    BuildError, TimingError
+        Unknown board, no seeds, a negative or repeated seed, ``jobs`` < 1, or
+        ``seed_minutes`` not positive.
+    BuildError
+        No seed's build finished (the message gives each one's error).
+    TimingError
         As :func:`run_synth`; timing is judged on the best build.
     """
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -416,6 +443,8 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
         raise ConfigError(f"seeds must be a non-empty list without repeats, found {seeds!r}")
     if not (isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1):
         raise ConfigError(f"jobs must be an integer >= 1, found {jobs!r}")
+    if seed_minutes is not None and not seed_minutes > 0:
+        raise ConfigError(f"seed minutes must be > 0, found {seed_minutes!r}")
     _validate(board, seeds)
     use_yowasp()
     # Absolute: Amaranth's plan.extract changes the process's directory while it writes, which
@@ -432,7 +461,10 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
 
     def build(seed: int, seed_dir: Path) -> dict:
         begun = time.monotonic()
-        _run_script(plan, seed_dir)
+        try:
+            _run_script(plan, seed_dir, None if seed_minutes is None else seed_minutes * 60)
+        except BuildError as error:
+            return {"error": str(error), "build_seconds": round(time.monotonic() - begun, 1)}
         summary = summarize(seed_dir / "report.json") | _facts(params, board, freq_mhz, ooc,
                                                                seed)
         summary["build_seconds"] = round(time.monotonic() - begun, 1)
@@ -444,7 +476,7 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         running = {}
         while pending or running:
-            met = any(r["timing_met"] for r in results.values())
+            met = any(r.get("timing_met") for r in results.values())
             while pending and len(running) < jobs and not met:
                 seed = pending.pop(0)
                 seed_dir = out / f"seed{seed}"
@@ -460,13 +492,20 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
             for future in done:
                 results[running.pop(future)] = future.result()
     plan.files[script] = unseeded
-    best_seed = max(results, key=lambda s: (_margin(results[s]), -seeds.index(s)))
+    finished = [s for s in results if "error" not in results[s]]
+    if not finished:
+        raise BuildError("no seed's build finished: " + "; ".join(
+            f"seed {s}: {results[s]['error']}" for s in seeds if s in results))
+    best_seed = max(finished, key=lambda s: (_margin(results[s]), -seeds.index(s)))
     best = dict(results[best_seed])
     for name in ("top.bit", "report.json"):
         tmp = out / f"{name}.tmp"
         shutil.copyfile(out / f"seed{best_seed}" / name, tmp)
         tmp.replace(out / name)
-    best["sweep"] = [{"seed": s, "fmax_mhz": min(c["fmax_mhz"]
+    best["sweep"] = [{"seed": s, "fmax_mhz": None, "timing_met": False,
+                      "build_seconds": results[s]["build_seconds"],
+                      "error": results[s]["error"]} if s not in finished else
+                     {"seed": s, "fmax_mhz": min(c["fmax_mhz"]
                                                  for c in results[s]["clocks"].values()),
                       "timing_met": results[s]["timing_met"],
                       "build_seconds": results[s]["build_seconds"]}

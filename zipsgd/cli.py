@@ -406,6 +406,9 @@ def _add_synth(sub) -> None:
                             "OUTPUT")
     p.add_argument("--jobs", type=int, default=1,
                    help="with --seeds, builds run at a time (default 1; each takes one core)")
+    p.add_argument("--seed-minutes", type=float, default=None, metavar="M",
+                   help="with --seeds, stop a seed's build after M minutes (a router that "
+                        "does not converge) and go on with the next (default: no limit)")
     p.add_argument("-o", "--output", default="build/synth", help="build folder")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(run=_run_synth)
@@ -416,12 +419,18 @@ def _run_synth(args) -> int:
     from .spec.engine import EngineParams
 
     params = EngineParams(args.bus_width, args.max_features, args.max_batch, args.lanes)
+    if args.seed_minutes is not None and args.seeds is None:
+        from .errors import ConfigError
+
+        raise ConfigError(f"--seed-minutes limits each seed of --seeds; found it "
+                          f"({args.seed_minutes:g}) without --seeds")
     common = {"board": args.board, "freq_mhz": args.freq, "ooc": args.ooc,
               "out_dir": args.output}
     try:
         if args.seeds is not None:
             summary = synth.run_seed_sweep(params, synth.parse_seeds(args.seeds),
-                                           jobs=args.jobs, **common)
+                                           jobs=args.jobs, seed_minutes=args.seed_minutes,
+                                           **common)
         else:
             summary = synth.run_synth(params, seed=args.seed, **common)
         status = 0

@@ -7,7 +7,9 @@ files; no tool runs).  The real Yosys/nextpnr/ecppack build is ``slow``.
 from __future__ import annotations
 
 import gc
+import os
 import re
+import time
 import warnings
 
 import pytest
@@ -299,10 +301,12 @@ def _fake_builds(monkeypatch, fmax_by_seed: dict[int, float], ran: list[int]):
     for var in synth.TOOLS:
         monkeypatch.setenv(var, "unset-by-test")
 
-    def run(plan, out):
+    def run(plan, out, timeout_s=None):
         assert out.is_absolute()   # (plan.extract in another thread changes the directory)
         seed = int(re.search(r"--seed (\d+)", (out / f"{plan.script}.sh").read_text())[1])
         ran.append(seed)
+        if fmax_by_seed[seed] is None:
+            raise synth.BuildError(f"the build was stopped after {timeout_s / 60:g} minutes")
         report = dict(REPORT, fmax={"$glbnet$clk": {"achieved": fmax_by_seed[seed],
                                                     "constraint": 100.0}})
         (out / "report.json").write_text(json.dumps(report))
@@ -339,9 +343,62 @@ def test_seed_sweep_keeps_the_best_when_none_meets_timing(monkeypatch, tmp_path,
     assert [r["seed"] for r in failed.value.summary["sweep"]] == [3, 7, 8]
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_seed_sweep_goes_on_past_a_build_that_fails(monkeypatch, tmp_path, jobs):
+    ran = []
+    _fake_builds(monkeypatch, {1: None, 2: 98.0, 3: 101.0, 4: 99.0}, ran)
+    summary = synth.run_seed_sweep(SMALL, [1, 2, 3, 4], jobs=jobs, out_dir=tmp_path,
+                                   freq_mhz=100, seed_minutes=0.5)
+    assert summary["seed"] == 3 and summary["timing_met"]
+    first = summary["sweep"][0]
+    assert first["seed"] == 1 and first["fmax_mhz"] is None and not first["timing_met"]
+    assert "stopped after 0.5 minutes" in first["error"]
+    assert "| 1 | - | no build: the build was stopped after 0.5 minutes |" \
+        in synth.format_table(summary)
+    assert (tmp_path / "top.bit").read_bytes() == bytes([3])
+
+
+def test_seed_sweep_with_no_build_finished_raises(monkeypatch, tmp_path):
+    _fake_builds(monkeypatch, {5: None, 6: None}, [])
+    with pytest.raises(synth.BuildError, match="no seed's build finished: seed 5: the build "
+                                               "was stopped after 1 minutes; seed 6: "):
+        synth.run_seed_sweep(SMALL, [5, 6], out_dir=tmp_path, seed_minutes=1)
+
+
+def test_a_build_past_its_time_limit_is_stopped_with_its_tools(tmp_path):
+    """``_run_script`` with a limit: the script and what it started are stopped."""
+    import types
+
+    (tmp_path / "build_top.sh").write_text("sleep 60 &\necho $! > child.pid\nwait\n")
+    started = time.monotonic()
+    with pytest.raises(synth.BuildError, match=r"stopped after 0\.01 minutes \(the limit\)"):
+        synth._run_script(types.SimpleNamespace(script="build_top"), tmp_path, timeout_s=0.6)
+    assert time.monotonic() - started < 30
+    child = int((tmp_path / "child.pid").read_text())
+    for _ in range(50):          # (the signal is delivered; the child may take a moment)
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the script's child process was not stopped")
+
+
+def test_a_failing_build_script_raises_build_error(tmp_path):
+    import types
+
+    (tmp_path / "build_top.sh").write_text("exit 3\n")
+    with pytest.raises(synth.BuildError, match="exit status 3"):
+        synth._run_script(types.SimpleNamespace(script="build_top"), tmp_path)
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--seeds", "x"], "seeds must be integers >= 0"),
     (["--seeds", "1-3", "--jobs", "0"], "jobs must be an integer >= 1, found 0"),
+    (["--seeds", "1-3", "--seed-minutes", "0"], "seed minutes must be > 0, found 0.0"),
+    (["--seed-minutes", "5"], "--seed-minutes limits each seed of --seeds; found it (5) "
+                              "without --seeds"),
     (["--seed", "1", "--seeds", "2"], "not allowed with argument"),
 ])
 def test_cli_bad_seeds_exit_2(capsys, tmp_path, args, message):
