@@ -498,14 +498,18 @@ class Product:
                 m.d.sync += sig.eq(group[0][0])
                 return sig
             (x, _, _), (y, zy, _) = sorted(group, key=lambda item: item[1])
-            # Below zy only x has bits; from zy to split both do (a chain of split - zy bits).
-            low_sum = x[zy:split] + y[zy:split] if split > zy else Const(0, 1)
+            # Below zy only x has bits; from zy to split both do: a chain of split - zy bits.
+            chain = split - zy
+            if chain > 0:
+                low_sum = x[zy:split] + y[zy:split]
+                low_bits, carry_out = Cat(x[:zy], low_sum[:chain]), low_sum[chain]
+            else:
+                low_bits, carry_out = x[:split], 0
             low = Signal(split, name=f"{name}_s{latency + 1}_low", reset_less=True)
             carry = Signal(name=f"{name}_s{latency + 1}_carry", reset_less=True)
             high_x = Signal(width - split, name=f"{name}_s{latency + 1}_high_a", reset_less=True)
             high_y = Signal(width - split, name=f"{name}_s{latency + 1}_high_b", reset_less=True)
-            m.d.sync += [low.eq(Cat(x[:min(zy, split)], low_sum[:max(split - zy, 0)])),
-                         carry.eq(low_sum[max(split - zy, 0)] if split > zy else 0),
+            m.d.sync += [low.eq(low_bits), carry.eq(carry_out),
                          high_x.eq(x[split:]), high_y.eq(y[split:])]
             # (Modulo 2**width, as every sum here.)
             return Cat(low, (high_x + high_y + carry)[:width - split]).as_signed()
@@ -522,12 +526,7 @@ class Product:
                 level.append((term(partial << offset, f"t{i}_{j}_"), min(offset, width), bound))
         latency = 2 if landing else 1
         assert split is None or 0 < split < width, "Product: split must be inside the product"
-        while len(level) > 1:
-            if split is not None and len(level) <= self.GROUP:
-                self.value = split_sum(level, latency)
-                self.value = self.value if shape.signed else self.value.as_unsigned()
-                self.latency = latency + 1
-                return
+        while len(level) > 1 and not (split is not None and len(level) <= self.GROUP):
             level = [reduce(level[k:k + self.GROUP]) for k in range(0, len(level), self.GROUP)]
             registered = []
             for k, (value, zeros, bound) in enumerate(level):
@@ -536,7 +535,10 @@ class Product:
                 registered.append((sig, zeros, bound))
             level = registered
             latency += 1
-        value = level[0][0]
+        if len(level) > 1:          # (split: the last stage's sum is finished after it)
+            value, latency = split_sum(level, latency), latency + 1
+        else:
+            value = level[0][0]
         self.value = value if shape.signed else value.as_unsigned()
         self.latency = latency
 
