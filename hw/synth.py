@@ -297,30 +297,46 @@ def _write_summary(out: Path, summary: dict) -> None:
     tmp.replace(out / "summary.json")
 
 
-def _run_script(plan, out: Path, timeout_s: float | None = None) -> None:
-    """Run an extracted build plan's script in ``out``; after ``timeout_s`` seconds (None:
-    no limit) stop it, every tool it started with it, and raise :class:`BuildError`."""
+def _stop(process) -> None:
+    """Stop a build script started by :func:`_run_script` and every tool it started."""
     import signal
+
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass                           # (it had ended)
+    process.wait()
+
+
+def _run_script(plan, out: Path, timeout_s: float | None = None, live: set | None = None) -> None:
+    """Run an extracted build plan's script in ``out``; after ``timeout_s`` seconds (None:
+    no limit) stop it, every tool it started with it, and raise :class:`BuildError`.
+
+    The script runs in a process group of its own, so that a stop reaches the tools it runs,
+    not only the shell; that group does not get the terminal's interrupt, so an interrupt
+    here stops it, and a caller waiting in another thread stops the processes in ``live``
+    (the script's process is in it while it runs) with :func:`_stop`."""
     import subprocess
 
     logs = f"see {out}/top.rpt (Yosys) and {out}/top.tim (nextpnr)"
     try:
-        # A session of its own: a stop reaches the tools the script runs, not only the shell.
-        process = subprocess.Popen(["sh", f"{plan.script}.sh"], cwd=out,
-                                   start_new_session=True)
+        process = subprocess.Popen(["sh", f"{plan.script}.sh"], cwd=out, process_group=0)
     except OSError as error:
         raise BuildError(f"the build failed ({error}); {logs}") from error
+    if live is not None:
+        live.add(process)
     try:
         status = process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait()
+        _stop(process)
         raise BuildError(f"the build was stopped after {timeout_s / 60:g} minutes (the "
                          f"limit); {logs}") from None
-    except BaseException:              # (an interrupt: the tools stop with the script)
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait()
+    except BaseException:
+        _stop(process)
         raise
+    finally:
+        if live is not None:
+            live.discard(process)
     if status != 0:
         raise BuildError(f"the build failed (exit status {status}); {logs}")
 
@@ -462,7 +478,8 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
     def build(seed: int, seed_dir: Path) -> dict:
         begun = time.monotonic()
         try:
-            _run_script(plan, seed_dir, None if seed_minutes is None else seed_minutes * 60)
+            _run_script(plan, seed_dir, None if seed_minutes is None else seed_minutes * 60,
+                        live)
         except BuildError as error:
             return {"error": str(error), "build_seconds": round(time.monotonic() - begun, 1)}
         summary = summarize(seed_dir / "report.json") | _facts(params, board, freq_mhz, ooc,
@@ -471,10 +488,8 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
         _write_summary(seed_dir, summary)
         return summary
 
-    results: dict[int, dict] = {}
-    pending = list(seeds)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        running = {}
+    def sweep(pool, running, pending, results) -> None:
+        """Start seeds in order, ``jobs`` at a time, until one meets timing; wait for all."""
         while pending or running:
             met = any(r.get("timing_met") for r in results.values())
             while pending and len(running) < jobs and not met:
@@ -491,6 +506,19 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 results[running.pop(future)] = future.result()
+
+    results: dict[int, dict] = {}
+    pending = list(seeds)
+    live: set = set()          # the running builds' scripts (an interrupt stops them)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        running = {}
+        try:
+            sweep(pool, running, pending, results)
+        except BaseException:
+            pending.clear()
+            for process in list(live):
+                _stop(process)
+            raise
     plan.files[script] = unseeded
     finished = [s for s in results if "error" not in results[s]]
     if not finished:

@@ -301,7 +301,7 @@ def _fake_builds(monkeypatch, fmax_by_seed: dict[int, float], ran: list[int]):
     for var in synth.TOOLS:
         monkeypatch.setenv(var, "unset-by-test")
 
-    def run(plan, out, timeout_s=None):
+    def run(plan, out, timeout_s=None, live=None):
         assert out.is_absolute()   # (plan.extract in another thread changes the directory)
         seed = int(re.search(r"--seed (\d+)", (out / f"{plan.script}.sh").read_text())[1])
         ran.append(seed)
@@ -374,15 +374,47 @@ def test_a_build_past_its_time_limit_is_stopped_with_its_tools(tmp_path):
     with pytest.raises(synth.BuildError, match=r"stopped after 0\.01 minutes \(the limit\)"):
         synth._run_script(types.SimpleNamespace(script="build_top"), tmp_path, timeout_s=0.6)
     assert time.monotonic() - started < 30
-    child = int((tmp_path / "child.pid").read_text())
-    for _ in range(50):          # (the signal is delivered; the child may take a moment)
+    assert _wait_until_gone(int((tmp_path / "child.pid").read_text())), \
+        "the script's child process was not stopped"
+
+
+def _wait_until_gone(pid: int) -> bool:
+    for _ in range(50):          # (the signal is delivered; the process may take a moment)
         try:
-            os.kill(child, 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
-            break
+            return True
         time.sleep(0.1)
-    else:
-        pytest.fail("the script's child process was not stopped")
+    return False
+
+
+def test_a_build_stopped_from_another_thread_stops_its_tools(tmp_path):
+    """What a sweep does on an interrupt: the main thread stops the scripts its workers run
+    (they are in ``live`` while they run), and each worker's build fails."""
+    import threading
+    import types
+
+    (tmp_path / "build_top.sh").write_text("sleep 60 &\necho $! > child.pid\nwait\n")
+    live, errors = set(), []
+
+    def worker():
+        try:
+            synth._run_script(types.SimpleNamespace(script="build_top"), tmp_path, live=live)
+        except synth.BuildError as error:
+            errors.append(str(error))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    for _ in range(100):
+        if live and (tmp_path / "child.pid").exists():
+            break
+        time.sleep(0.05)
+    for process in list(live):
+        synth._stop(process)
+    thread.join(timeout=30)
+    assert not thread.is_alive() and not live
+    assert errors and "the build failed (exit status" in errors[0]
+    assert _wait_until_gone(int((tmp_path / "child.pid").read_text()))
 
 
 def test_a_failing_build_script_raises_build_error(tmp_path):
