@@ -76,8 +76,15 @@ coverage: $(STAMP)
 formal: $(STAMP)
 	$(VPY) -m zipsgd.hw.formal
 
+# Every generated document: module -> file (tests fail when a committed copy is stale).
+GENERATED_DOCS := zipsgd.host.format_doc:docs/FORMAT.md zipsgd.spec.registers:docs/REGISTERS.md \
+	zipsgd.spec.link:docs/HOSTLINK.md
+
 docs: $(STAMP)
-	$(VPY) -m zipsgd.host.format_doc > docs/FORMAT.md.tmp && mv docs/FORMAT.md.tmp docs/FORMAT.md
+	@set -e; for pair in $(GENERATED_DOCS); do \
+		module=$${pair%%:*}; file=$${pair#*:}; \
+		$(VPY) -m $$module > $$file.tmp && mv $$file.tmp $$file && echo "wrote $$file"; \
+	done
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

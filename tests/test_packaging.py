@@ -1,37 +1,22 @@
-"""Packaging checks: one import root (`zipsgd`), folders mapped as declared in pyproject.toml."""
+"""Packaging checks: one import root (`zipsgd`), and every module's import name is its path."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata as md
+import importlib.util
 import os
 import subprocess
 import sys
 import sysconfig
-import tomllib
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SUBPACKAGES = ["zipsgd.host", "zipsgd.golden", "zipsgd.hw", "zipsgd.sim"]
+SUBPACKAGES = ["zipsgd.spec", "zipsgd.golden", "zipsgd.hw", "zipsgd.host", "zipsgd.sim"]
 # Source folders that would be generic top-level names if they leaked into site-packages.
 GENERIC_NAMES = ["host", "golden", "hw", "sim", "spec", "tests", "benchmarks"]
-
-
-def _setuptools_config() -> dict:
-    with open(REPO / "pyproject.toml", "rb") as f:
-        return tomllib.load(f)["tool"]["setuptools"]
-
-
-def _source_dir(package: str, package_dir: dict[str, str]) -> Path:
-    """Folder of `package` by the longest mapped prefix (as setuptools resolves it)."""
-    parts = package.split(".")
-    for n in range(len(parts), 0, -1):
-        prefix = ".".join(parts[:n])
-        if prefix in package_dir:
-            return REPO.joinpath(package_dir[prefix], *parts[n:])
-    return REPO.joinpath(*parts)
 
 
 @pytest.mark.parametrize("name", ["zipsgd", *SUBPACKAGES])
@@ -92,26 +77,21 @@ def test_imports_from_outside_repo(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-W", "error", "-c", code], cwd=tmp_path, env=env, check=True)
 
 
-def test_every_source_folder_is_a_listed_package() -> None:
-    """A folder with Python files under a packaged root must be in pyproject `packages`."""
-    cfg = _setuptools_config()
-    package_dir: dict[str, str] = cfg["package-dir"]
-    packages: list[str] = cfg["packages"]
-
-    for package in packages:
-        assert _source_dir(package, package_dir).is_dir(), f"{package}: no source folder"
-
-    missing = []
-    for root_pkg, folder in package_dir.items():
-        for d in [REPO / folder, *(REPO / folder).rglob("*")]:
-            if not d.is_dir() or d.name == "__pycache__" or d.name.startswith("."):
-                continue
-            if not any(d.glob("*.py")):
-                continue
-            rel = d.relative_to(REPO / folder).parts
-            name = ".".join([root_pkg, *rel])
-            if name not in packages:
-                missing.append(f"{name} ({d.relative_to(REPO)})")
-    assert not missing, "add these to [tool.setuptools] packages in pyproject.toml: " + ", ".join(
-        missing
-    )
+def test_every_source_folder_is_a_package() -> None:
+    """Every folder with Python files below zipsgd/ is a package (setuptools finds it), and
+    every module imports under the name its path gives."""
+    root = REPO / "zipsgd"
+    missing, wrong = [], []
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        if not (path.parent / "__init__.py").is_file():
+            missing.append(str(path.parent.relative_to(REPO)))
+            continue
+        rel = path.relative_to(REPO).with_suffix("").parts
+        name = ".".join(rel[:-1] if rel[-1] == "__init__" else rel)
+        spec = importlib.util.find_spec(name)
+        if spec is None or Path(spec.origin).resolve() != path.resolve():
+            wrong.append(f"{name} -> {spec and spec.origin}")
+    assert not missing, f"folders without __init__.py: {sorted(set(missing))}"
+    assert not wrong, f"import names that are not their paths: {wrong}"

@@ -6,27 +6,16 @@ Fast by default (a few thousand beats); the 100k-beat throughput measurement is
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
+from zipsgd.sim import runner
+
 HERE = Path(__file__).resolve().parent
 SMOKE = HERE / "sim_smoke"
-
-try:
-    from zipsgd.sim import runner
-except ImportError:  # packaging not installed yet: load the repo's sim/ as a package
-    _spec = importlib.util.spec_from_file_location(
-        "zipsgd_sim_dev", HERE.parent / "sim" / "__init__.py",
-        submodule_search_locations=[str(HERE.parent / "sim")],
-    )
-    _pkg = importlib.util.module_from_spec(_spec)
-    sys.modules["zipsgd_sim_dev"] = _pkg
-    _spec.loader.exec_module(_pkg)
-    from zipsgd_sim_dev import runner  # type: ignore[no-redef]
 
 sys.path.insert(0, str(SMOKE))
 from design import AxiLiteRegs, AxisAdder  # noqa: E402

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .errors import ZipsgdError
+from .spec.errors import ZipsgdError
 
 __all__ = ["main", "build_parser"]
 
@@ -158,7 +158,7 @@ def _add_train(sub) -> None:
 
 
 def _check_outputs(args, *names) -> None:
-    from .errors import OutputExistsError
+    from .spec.errors import OutputExistsError
 
     for name in names:
         path = getattr(args, name, None)
@@ -312,10 +312,10 @@ def _add_perf(sub) -> None:
 
 
 def _run_perf(args) -> int:
-    from .errors import ConfigError
     from .host import report as reporting
     from .host.datasets import open_source
     from .host.perf import PLATFORMS, perf_table
+    from .spec.errors import ConfigError
 
     _check_outputs(args, "json", "plot")
     if args.platform not in PLATFORMS:
@@ -394,8 +394,8 @@ def _add_synth(sub) -> None:
                         f"default board build meets; {OOC_FREQ_MHZ:g} with --ooc, the goal)")
     p.add_argument("--ooc", action="store_true",
                    help="out of context: the engine alone with registered, LFSR-driven inputs "
-                        "and XOR-folded outputs (hw/ooc.py), clocked from the board clock pin "
-                        "constrained to --freq")
+                        "and XOR-folded outputs (zipsgd/hw/ooc.py), clocked from the board "
+                        "clock pin constrained to --freq")
     seeds = p.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, default=None,
                        help="nextpnr placement seed (default: nextpnr's); routed fmax moves "
@@ -420,7 +420,7 @@ def _run_synth(args) -> int:
 
     params = EngineParams(args.bus_width, args.max_features, args.max_batch, args.lanes)
     if args.seed_minutes is not None and args.seeds is None:
-        from .errors import ConfigError
+        from .spec.errors import ConfigError
 
         raise ConfigError(f"--seed-minutes limits each seed of --seeds; found it "
                           f"({args.seed_minutes:g}) without --seeds")

@@ -1,4 +1,4 @@
-"""Formal properties of the engine (``hw/formal.py``), checked with yowasp-sby and Boolector.
+"""Formal properties of the engine (``zipsgd/hw/formal.py``), checked with yowasp-sby and Boolector.
 
 The quick properties (AXI4-Lite, the decoder and the core's stream handshake, seconds each)
 run here with their broken variants, which must fail; the others on the whole core take
@@ -12,9 +12,9 @@ import dataclasses
 
 import pytest
 
-from zipsgd.errors import ConfigError
 from zipsgd.hw import formal
 from zipsgd.spec.engine import EngineParams
+from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.stream import Encoding, StreamLayout
 
 QUICK = [prop for prop in formal.PROPERTIES.values() if prop.quick]

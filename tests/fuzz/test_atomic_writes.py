@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from zipsgd.cli import main
-from zipsgd.errors import StreamFormatError
 from zipsgd.host.report import write_json
 from zipsgd.host.zsgd_file import Scaling, StreamFile, StreamHeader, write_stream
+from zipsgd.spec.errors import StreamFormatError
 from zipsgd.spec.stream import Encoding, StreamLayout, pack_fields
 
 LAYOUT = StreamLayout(Encoding.DOUBLE, 4, 64)

@@ -23,8 +23,8 @@ import sklearn.datasets  # noqa: F401  (the LIBSVM loader imports it lazily: not
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zipsgd.errors import DatasetError
 from zipsgd.host.datasets import CsvSource, LibsvmSource, NpySource, NpzSource
+from zipsgd.spec.errors import DatasetError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzz_support import fuzz_settings, peak_allocation

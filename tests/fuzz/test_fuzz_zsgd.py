@@ -22,7 +22,6 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zipsgd.errors import StreamFormatError
 from zipsgd.host.zsgd_file import (
     FIXED_BYTES,
     HEADER_FIELDS,
@@ -31,6 +30,7 @@ from zipsgd.host.zsgd_file import (
     StreamHeader,
     write_stream,
 )
+from zipsgd.spec.errors import StreamFormatError
 from zipsgd.spec.stream import Encoding, StreamLayout, pack_fields
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

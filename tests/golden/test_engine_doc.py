@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zipsgd.errors import ConfigError
 from zipsgd.spec import engine as E
 from zipsgd.spec import fixed, rng, stream
 from zipsgd.spec.engine import EngineParams, RunConfig, UpdateMode, clog2
+from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.fixed import RoundingMode
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "ENGINE.md").read_text(encoding="utf-8")
@@ -251,7 +251,8 @@ def test_overflow_table():
 
 def test_doc_names_its_modules_and_this_test():
     for path in ("zipsgd/spec/engine.py", "zipsgd/spec/fixed.py", "zipsgd/spec/stream.py",
-                 "zipsgd/spec/rng.py", "golden/engine.py", "tests/golden/test_engine_doc.py"):
+                 "zipsgd/spec/rng.py", "zipsgd/golden/engine.py",
+                 "tests/golden/test_engine_doc.py"):
         assert f"`{path}`" in DOC
         assert (Path(__file__).resolve().parents[2] / path).is_file(), path
     for name, module, attr in (("zipsgd.spec.fixed.shift_right", fixed, "shift_right"),

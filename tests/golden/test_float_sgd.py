@@ -14,7 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
-from zipsgd.errors import ConfigError
 from zipsgd.golden.float_sgd import (
     SgdSettings,
     closed_form_optimum,
@@ -23,6 +22,7 @@ from zipsgd.golden.float_sgd import (
     proximal_gradient_optimum,
     sgd_epoch,
 )
+from zipsgd.spec.errors import ConfigError
 
 
 def regression(k: int = 64, n: int = 5, seed: int = 0, noise: float = 0.1):

@@ -1,4 +1,5 @@
-"""The board-link driver (``host/board.py``) against a software bridge, with faults injected on
+"""The board-link driver (``zipsgd/host/board.py``) against a software bridge, with faults injected
+on
 the wire; reply handling fuzzed with Hypothesis (only ``LinkError`` escapes)."""
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zipsgd.errors import ConfigError, LinkError
 from zipsgd.host.board import BoardLink, contiguous_runs
 from zipsgd.host.train import TrainSettings
 from zipsgd.hw import registers as regs
 from zipsgd.spec import link
 from zipsgd.spec.engine import EngineParams
+from zipsgd.spec.errors import ConfigError, LinkError
 from zipsgd.spec.link import Code, Command, Reply
 
 # Derandomized in the normal suite; random, with the "fuzz" profile's count, in the long run

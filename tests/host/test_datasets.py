@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 from sklearn.datasets import dump_svmlight_file
 
-from zipsgd.errors import ConfigError, DatasetError
 from zipsgd.host.datasets import (
     ArraySource,
     CsvSource,
@@ -22,6 +21,7 @@ from zipsgd.host.datasets import (
     SyntheticSource,
     open_source,
 )
+from zipsgd.spec.errors import ConfigError, DatasetError
 
 # ------------------------------------------------------------------------------------------
 # helpers

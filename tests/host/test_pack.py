@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
-from zipsgd.errors import ConfigError, DatasetError, OutputExistsError
 from zipsgd.host.datasets import ArraySource, DataSource, NpySource, SyntheticSource, _Block
 from zipsgd.host.pack import default_chunk_rows, pack_source, quantize_epoch
 from zipsgd.host.quantize import epoch_rng, quantize_fields
 from zipsgd.host.scaling import ColumnStats, Scaler
 from zipsgd.host.zsgd_file import Scaling, StreamFile
+from zipsgd.spec.errors import ConfigError, DatasetError, OutputExistsError
 from zipsgd.spec.stream import StreamLayout, decode_fields, unpack_fields
 
 LAYOUTS = [

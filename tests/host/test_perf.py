@@ -23,7 +23,6 @@ import json
 import pytest
 
 from zipsgd.cli import main
-from zipsgd.errors import ConfigError
 from zipsgd.host.perf import (
     PLATFORMS,
     EngineModel,
@@ -33,6 +32,7 @@ from zipsgd.host.perf import (
     perf_table,
     predicted_cycles,
 )
+from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.stream import Encoding, StreamLayout
 
 # (bus width, encoding, bits, n_features, n_samples, batch, update mode, beats, cycles_busy)

@@ -16,8 +16,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from zipsgd.errors import ConfigError
 from zipsgd.host.quantize import epoch_rng, level_values, quantize_fields
+from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.stream import Encoding, StreamLayout, decode_fields
 
 ULP = 2.0**-53  # spacing of Generator.random() outputs in [0, 1)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from zipsgd.errors import ConfigError, DatasetError
 from zipsgd.host.datasets import ArraySource, NpySource
 from zipsgd.host.scaling import ColumnStats, Scaler
 from zipsgd.host.zsgd_file import Scaling
+from zipsgd.spec.errors import ConfigError, DatasetError
 
 
 def problem(seed: int = 0, rows: int = 200, cols: int = 5):

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from zipsgd.errors import OutputExistsError
 from zipsgd.host.study import ALPHA_GRID, CLAIM_GAP, convergence_rows, run_convergence_study
+from zipsgd.spec.errors import OutputExistsError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

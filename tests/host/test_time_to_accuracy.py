@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from zipsgd.cli import main
-from zipsgd.errors import ConfigError, DatasetError, OutputExistsError
 from zipsgd.golden.float_sgd import SgdSettings, objective, sgd_epoch
 from zipsgd.host.cpu_baseline import measure_cpu_baseline, numpy_sgd
 from zipsgd.host.perf import PLATFORMS, TARGET_GAP, epoch_cost
@@ -25,6 +24,7 @@ from zipsgd.host.time_to_accuracy import (
     time_to_accuracy,
 )
 from zipsgd.host.train import load_scaled
+from zipsgd.spec.errors import ConfigError, DatasetError, OutputExistsError
 from zipsgd.spec.stream import Encoding, StreamLayout
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

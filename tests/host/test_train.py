@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from zipsgd.errors import ConfigError, DatasetError
 from zipsgd.golden.engine import GoldenEngine
 from zipsgd.host.datasets import open_source
 from zipsgd.host.pack import pack_source
@@ -28,6 +27,7 @@ from zipsgd.host.train import (
 )
 from zipsgd.host.zsgd_file import StreamFile
 from zipsgd.spec.engine import DECAY_FRAC, STEP_FRAC, UpdateMode
+from zipsgd.spec.errors import ConfigError, DatasetError
 from zipsgd.spec.fixed import RoundingMode
 from zipsgd.spec.stream import Encoding
 

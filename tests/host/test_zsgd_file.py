@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zipsgd.errors import OutputExistsError, StreamFormatError
 from zipsgd.host.zsgd_file import (
     FIXED_BYTES,
     HEADER_FIELDS,
@@ -25,6 +24,7 @@ from zipsgd.host.zsgd_file import (
     with_epochs,
     write_stream,
 )
+from zipsgd.spec.errors import OutputExistsError, StreamFormatError
 from zipsgd.spec.stream import Encoding, StreamLayout, pack_fields
 
 FORMAT_DOC = (Path(__file__).resolve().parents[2] / "docs" / "FORMAT.md").read_text("utf-8")

@@ -1,4 +1,4 @@
-"""Board tops (``hw/boards.py``) and the build flow (``hw/synth.py``).
+"""Board tops (``zipsgd/hw/boards.py``) and the build flow (``zipsgd/hw/synth.py``).
 
 Every board top is prepared with ``do_build=False`` (elaboration, pin requests, constraint
 files; no tool runs).  The real Yosys/nextpnr/ecppack build is ``slow``.
@@ -16,10 +16,10 @@ import pytest
 from amaranth.hdl import Cat, Mux, Signal, UnusedElaboratable
 
 from zipsgd.cli import main
-from zipsgd.errors import ConfigError
 from zipsgd.hw import synth
 from zipsgd.hw.boards import BOARDS, EngineBoardTop, board_platform, pll_dividers
 from zipsgd.spec.engine import EngineParams
+from zipsgd.spec.errors import ConfigError
 
 SMALL = EngineParams(bus_width=64, max_features=64, max_batch=4)
 UART_PINS = {"ulx3s-85f": ("M1", "L4"), "orangecrab-85f": ("N17", "M18"),
@@ -184,7 +184,7 @@ def test_seed_reaches_nextpnr():
     script = synth.build_plan(SMALL, seed=7).files["build_top.sh"]
     assert "--seed 7" in script
     assert "--seed" not in synth.build_plan(SMALL).files["build_top.sh"]
-    # The router's timing-driven rip-up is on in every build (hw/synth.py, NEXTPNR_OPTIONS).
+    # The router's timing-driven rip-up is on in every build (zipsgd/hw/synth.py, NEXTPNR_OPTIONS).
     assert "--router router2 --tmg-ripup" in script
 
 

@@ -1,5 +1,5 @@
 """In simulation a marked memory's read that meets a write to its row in the same cycle is
-poisoned (the old word inverted, ``hw/core.py``, ``_collision_checked``), so that an engine
+poisoned (the old word inverted, ``zipsgd/hw/core.py``, ``_collision_checked``), so that an engine
 that used such a read would fail its bit-exact sims; on a platform the read is undefined."""
 
 from amaranth.hdl import Module, Signal

@@ -1,8 +1,8 @@
 """The generated engine, simulated by Verilator under cocotb, against the golden model.
 
 Each test builds the Verilog of one ``EngineParams`` (cached by the hash of the Verilog) and runs
-a list of training runs in one simulation; ``sim/engine_bench.py`` checks every epoch bit for bit
-(model words, loss, counters).  The sweep covers every precision of one build, feature counts
+a list of training runs in one simulation; ``zipsgd/sim/engine_bench.py`` checks every epoch bit for
+bit (model words, loss, counters).  The sweep covers every precision of one build, feature counts
 around the lane count, batch sizes 1/16/64, both update modes, all rounding modes, idle cycles
 on the input, back-to-back epochs and a precision change between epochs.
 """

@@ -1,4 +1,5 @@
-"""The UART and the host-link bridge (``hw/uart.py``, ``hw/hostlink.py``) in Amaranth's simulator.
+"""The UART and the host-link bridge (``zipsgd/hw/uart.py``, ``zipsgd/hw/hostlink.py``) in
+Amaranth's simulator.
 
 A cycle-stepped bench drives the bridge's ``rx`` line bit by bit from request bytes, decodes its
 ``tx`` line into reply bytes, answers its AXI4-Lite master from a register dictionary (with
@@ -12,10 +13,10 @@ import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from zipsgd.errors import ConfigError
 from zipsgd.hw.hostlink import HostLinkBridge, LinkParams, crc16_next
 from zipsgd.hw.uart import UartRx, UartTx, check_divisor
 from zipsgd.spec import link
+from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.link import Code, Command, Frame
 
 W = 64

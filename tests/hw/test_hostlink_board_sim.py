@@ -9,7 +9,6 @@ from dataclasses import replace
 
 import pytest
 
-from zipsgd.errors import LinkError
 from zipsgd.host.board import BoardLink, SerialTransport
 from zipsgd.host.datasets import open_source
 from zipsgd.host.pack import pack_source
@@ -17,6 +16,7 @@ from zipsgd.host.train import TrainSettings, train_stream_file
 from zipsgd.host.zsgd_file import StreamFile
 from zipsgd.sim.board_sim import simulated_board
 from zipsgd.spec.engine import EngineParams
+from zipsgd.spec.errors import LinkError
 from zipsgd.spec.link import Command
 
 # The engine build the other simulation tests use (W = 64, N_max = 1024, B_max = 64).

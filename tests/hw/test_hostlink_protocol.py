@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zipsgd.errors import LinkError
 from zipsgd.spec import link
+from zipsgd.spec.errors import LinkError
 from zipsgd.spec.link import Code, Command, Frame, Reply
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "HOSTLINK.md"

@@ -1,4 +1,4 @@
-"""The out-of-context build top (``hw/ooc.py``) and its build plan (no tools run)."""
+"""The out-of-context build top (``zipsgd/hw/ooc.py``) and its build plan (no tools run)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import warnings
 import pytest
 from amaranth.hdl import UnusedElaboratable
 
-from zipsgd.errors import ConfigError
 from zipsgd.hw.ooc import EngineOocTop
 from zipsgd.hw.synth import BuildError, _retarget_clock_pin, build_plan
 from zipsgd.spec.engine import EngineParams
+from zipsgd.spec.errors import ConfigError
 
 
 @pytest.mark.parametrize("board", ["ulx3s-85f", "orangecrab-85f"])

@@ -1,4 +1,5 @@
-"""``hw.regfile.RegisterFile`` in Amaranth's simulator, against the map in ``hw/registers.py``.
+"""``hw.regfile.RegisterFile`` in Amaranth's simulator, against the map in
+``zipsgd/hw/registers.py``.
 
 An AXI4-Lite manager (:class:`Manager`) drives the bus with per-channel delays and response
 back-pressure; a model of the core's port answers model reads after a chosen latency (0 = in

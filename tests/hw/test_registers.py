@@ -1,4 +1,5 @@
-"""The register map (``hw/registers.py``): consistency, encode/decode, the RunConfig and status
+"""The register map (``zipsgd/hw/registers.py``): consistency, encode/decode, the RunConfig and
+status
 helpers, and ``docs/REGISTERS.md`` being its rendering."""
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zipsgd.errors import ConfigError
 from zipsgd.golden.engine import EpochStatus
 from zipsgd.hw import registers as regs
 from zipsgd.hw.registers import (
@@ -32,6 +32,7 @@ from zipsgd.hw.registers import (
     status_offsets,
 )
 from zipsgd.spec.engine import EngineParams, RunConfig, UpdateMode
+from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.fixed import RoundingMode
 from zipsgd.spec.stream import Encoding
 

@@ -1,7 +1,7 @@
 """Stress of the simulated engine: every scoreboard family under fixed and seeded random idle
 patterns (with AXI-Lite channel pauses), resets and aborts aimed mid-sample and mid-update
-followed by a full bit-exact epoch, and the soak machinery (``sim/stress.py``,
-``sim/stress_bench.py``, ``sim/soak.py``).
+followed by a full bit-exact epoch, and the soak machinery (``zipsgd/sim/stress.py``,
+``zipsgd/sim/stress_bench.py``, ``zipsgd/sim/soak.py``).
 
 The simulations reuse the test suite's W = 64 build; each test is one simulator run.
 """

@@ -14,7 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from zipsgd.errors import ConfigError
+from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.fixed import (
     RAND_BITS,
     FixedFormat,

@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from zipsgd.errors import ConfigError
+from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.stream import (
     BUS_WIDTHS,
     MAX_FEATURES,
@@ -236,7 +236,7 @@ def test_pack_unpack_reject_bad_shapes():
 
 
 def _walk_slices(n_features: int, per_beat: int, lanes: int) -> list[tuple[int, int]]:
-    """The slice walk of the hardware (``_Slicer`` in ``hw/core.py``) step by step: the
+    """The slice walk of the hardware (``_Slicer`` in ``zipsgd/hw/core.py``) step by step: the
     ``(f0, fields)`` of every slice of one sample."""
     slices, beat_f0, index = [], 0, 0
     while True:

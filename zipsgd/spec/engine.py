@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
-from ..errors import ConfigError
+from .errors import ConfigError
 from .fixed import RoundingMode
 from .stream import BUS_WIDTHS, MAX_FEATURES, QUANT_FEATURE_FRAC, Encoding, StreamLayout
 
@@ -48,14 +48,14 @@ __all__ = [
 #: one (``docs/HARDWARE.md``, "Hazards"): a fused beat waits until no fused beat with its field
 #: offset was issued in the last ``UPDATE_WINDOW`` cycles, and a plain beat issued 1 ..
 #: ``UPDATE_WINDOW - 1`` cycles after one takes the updated words by forwarding.  The hardware
-#: (``hw/core.py``, whose update pipeline checks its length against it) and the cycle model
-#: (``host/perf.py``) use this one value.
+#: (``zipsgd/hw/core.py``, whose update pipeline checks its length against it) and the cycle model
+#: (``zipsgd/host/perf.py``) use this one value.
 UPDATE_WINDOW = 15
 
 #: The board build's defaults (``zipsgd synth``; ``docs/results/synthesis.md``): the lane count
 #: whose W = 64 engine routes on an ECP5-85F, and an engine clock that build meets with margin
-#: over placement seeds (the ULX3S preset of ``host/perf.py`` uses both).  Out-of-context builds
-#: default to the timing goal instead.
+#: over placement seeds (the ULX3S preset of ``zipsgd/host/perf.py`` uses both).  Out-of-context
+#: builds default to the timing goal instead.
 BOARD_LANES = 4
 BOARD_FREQ_MHZ = 50.0
 OOC_FREQ_MHZ = 100.0

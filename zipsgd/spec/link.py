@@ -1,7 +1,8 @@
 """The host link: the framed protocol a host speaks over a UART to the board's bridge.
 
-One definition for the bridge (``hw/hostlink.py``), the host driver (``host/board.py``) and
-``docs/HOSTLINK.md`` (rendered by :func:`render`; a test checks the file equals it).
+One definition for the bridge (``zipsgd/hw/hostlink.py``), the host driver
+(``zipsgd/host/board.py``) and ``docs/HOSTLINK.md`` (rendered by :func:`render`; a test checks the
+file equals it).
 
 Every frame, in both directions, is::
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..errors import LinkError
+from .errors import LinkError
 
 __all__ = [
     "SOF", "CRC_INIT", "CRC_POLY", "MAX_PAYLOAD", "MAX_WORDS", "ADDR_INCREMENT", "Command",
@@ -281,8 +282,8 @@ _DOC = """\
 # The host link
 
 Generated from `zipsgd/spec/link.py` by `python -m zipsgd.spec.link > docs/HOSTLINK.md`; a test
-checks that this file equals the rendering. The bridge is `hw/hostlink.py` (UART:
-`hw/uart.py`), the host driver `host/board.py`.
+checks that this file equals the rendering. The bridge is `zipsgd/hw/hostlink.py` (UART:
+`zipsgd/hw/uart.py`), the host driver `zipsgd/host/board.py`.
 
 The board's UART (8 data bits, no parity, one stop bit, LSB first; the baud rate is fixed when
 the bitstream is built, 115200 by default) carries frames between the host and a bridge that

@@ -3,7 +3,7 @@
 :class:`BoardLink` speaks the protocol over any byte transport with ``write(bytes)``,
 ``read(size) -> bytes`` (waiting at most a short poll time) and ``close()``;
 :func:`open_serial` makes one from a serial port with pyserial (a real board, or the
-pseudo-terminal of the simulated board).  Every failure is a :class:`~zipsgd.errors.LinkError`
+pseudo-terminal of the simulated board).  Every failure is a :class:`~zipsgd.spec.errors.LinkError`
 with a one-line message.
 
 Recovery: after any failed exchange the driver waits until the line has been quiet for
@@ -20,10 +20,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import LinkError
 from ..hw import registers as regs
 from ..spec import link
 from ..spec.engine import EngineParams, RunConfig
+from ..spec.errors import LinkError
 from ..spec.link import CODE_TEXT, NOT_EXECUTED, Code, Command, Frame
 
 __all__ = ["BoardLink", "SerialTransport", "open_serial", "run_board_job", "train_on_board",

@@ -382,7 +382,7 @@ class _SliceShift:
 
 #: Attribute of a memory whose reads in the cycle of a write to the same row are never used
 #: (``docs/HARDWARE.md``, "Memories' collisions"): the synthesis flow makes those reads
-#: undefined (``hw/synth.py``), which spares the logic that would keep the old word.
+#: undefined (``zipsgd/hw/synth.py``), which spares the logic that would keep the old word.
 UNUSED_COLLISION_ATTRIBUTE = "zipsgd_unused_collision"
 
 

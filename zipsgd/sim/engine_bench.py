@@ -1,4 +1,4 @@
-"""cocotb bench for the engine (``hw/top.py``): AXI4-Lite control, AXI4-Stream samples, and a
+"""cocotb bench for the engine (``zipsgd/hw/top.py``): AXI4-Lite control, AXI4-Stream samples, and a
 scoreboard that compares the model words and the status counters with the golden model after
 every epoch, bit for bit.
 
@@ -11,7 +11,7 @@ with an idle pattern, register-level helpers).  The cocotb tests below read thei
 ``runs``
     Training runs, each ``{"config": RunConfig fields, "samples", "epochs", "seed", "idle",
     "model_init", "changes": [per-epoch RunConfig changes or null]}``; optionally ``"pattern"``
-    (an idle pattern spec of ``sim/stress.py``, instead of ``idle``) and ``"frames"`` (send
+    (an idle pattern spec of ``zipsgd/sim/stress.py``, instead of ``idle``) and ``"frames"`` (send
     through cocotbext-axi's source).
 ``errors``
     For ``framing_and_config_errors``: which error cases to exercise.
@@ -252,7 +252,7 @@ async def train_runs(tb: TB, params: EngineParams, runs: list[dict]) -> list[dic
             golden.set_model(init)
         await tb.configure(config, run["samples"], seed=True)
         await tb.write_model(init)
-        # A stress pattern spec (``sim/stress.py``) or the plain idle probability/cycle.
+        # A stress pattern spec (``zipsgd/sim/stress.py``) or the plain idle probability/cycle.
         idle = (make_pattern(run["pattern"]) if "pattern" in run else
                 IdlePattern(run.get("idle", 0.0), run.get("seed", 0) + 1, run.get("idle_cycle")))
         frames = run.get("frames")

@@ -21,8 +21,8 @@ __all__ = ["saturate", "saturate_runtime", "format_top", "format_limits", "shift
            "REPLICA_ATTRIBUTE"]
 
 #: The wire attribute that marks the registers made by :func:`replicas`; the synthesis script
-#: keeps the flip-flops that drive such wires (``hw/synth.py``, ``KEEP_REPLICAS``), which would
-#: otherwise be merged back into one (Yosys ``opt_merge``: same input, same cell).
+#: keeps the flip-flops that drive such wires (``zipsgd/hw/synth.py``, ``KEEP_REPLICAS``), which
+#: would otherwise be merged back into one (Yosys ``opt_merge``: same input, same cell).
 REPLICA_ATTRIBUTE = "zipsgd_replica"
 
 

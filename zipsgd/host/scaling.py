@@ -14,7 +14,7 @@ Rules (the same for every source):
   constant *non-zero* column has a non-zero range of ``|x|`` and becomes all +1 or all -1.)  No
   warning: such a column simply carries no information, and its weight maps back consistently.
 * **A constant label** (zero range under the chosen scaling, or all zero) is an error
-  (:class:`~zipsgd.errors.DatasetError`): there is nothing to learn.
+  (:class:`~zipsgd.spec.errors.DatasetError`): there is nothing to learn.
 * **Intercept**: with ``intercept=True`` the scaler appends a constant-1.0 feature column after
   scaling; its table entry is offset 0 / scale 1, and :meth:`Scaler.inverse_model` folds its
   weight into the intercept.  The ``.zsgd`` header does not record which column is the
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError, DatasetError
+from ..spec.errors import ConfigError, DatasetError
 from .datasets import DataSource
 from .zsgd_file import Scaling
 

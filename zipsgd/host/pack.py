@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from ..errors import ConfigError, DatasetError, OutputExistsError
+from ..spec.errors import ConfigError, DatasetError, OutputExistsError
 from ..spec.stream import StreamLayout, check_n_features, pack_fields
 from .datasets import DataSource
 from .quantize import epoch_rng, quantize_fields

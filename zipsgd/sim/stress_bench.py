@@ -1,6 +1,6 @@
 """cocotb stress tests of the engine: idle patterns on every scoreboard family, resets and
-aborts mid-sample and mid-update, and the soak.  Plans come from ``sim/stress.py`` and
-``sim/soak.py`` through ``test_params``; the scoreboard is ``sim/engine_bench.py``'s.
+aborts mid-sample and mid-update, and the soak.  Plans come from ``zipsgd/sim/stress.py`` and
+``zipsgd/sim/soak.py`` through ``test_params``; the scoreboard is ``zipsgd/sim/engine_bench.py``'s.
 
 ``test_params`` keys: ``params`` (EngineParams fields); ``cases`` (``stress_patterns``);
 ``points`` (``resets_mid_stream``); ``soak`` = ``{"seeds", "log"}`` (``soak_runs``).  Figures go
@@ -309,7 +309,7 @@ async def resets_mid_stream(dut):
 
 @cocotb.test()
 async def soak_runs(dut):
-    """The soak configurations of the given seeds (``sim/soak.py``), each logged as it ends;
+    """The soak configurations of the given seeds (``zipsgd/sim/soak.py``), each logged as it ends;
     a mismatch is logged with its seed before the test fails."""
     from zipsgd.sim.soak import soak_run
 

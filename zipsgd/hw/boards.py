@@ -1,7 +1,7 @@
 """Thin board tops: the engine and its host-link bridge on an ECP5 board.
 
-Only this module calls ``platform.request``; the engine (``hw/top.py``) and the bridge
-(``hw/hostlink.py``) stay platform-free.
+Only this module calls ``platform.request``; the engine (``zipsgd/hw/top.py``) and the bridge
+(``zipsgd/hw/hostlink.py``) stay platform-free.
 
 A board top is: board clock -> ECP5 PLL (``EHXPLLL``, dividers from :func:`pll_dividers`)
 -> the engine's ``sync`` domain, held in reset while a button is pressed or the PLL is not
@@ -27,8 +27,8 @@ from amaranth.hdl import ClockDomain, Const, Instance, Module, ResetSignal, Sign
 from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 
-from ..errors import ConfigError
 from ..spec.engine import BOARD_FREQ_MHZ, EngineParams
+from ..spec.errors import ConfigError
 from .hostlink import LinkedEngine, LinkParams
 
 __all__ = ["BOARDS", "Board", "PllConfig", "pll_dividers", "board_platform", "ClockedTop",

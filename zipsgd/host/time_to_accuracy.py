@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..errors import ConfigError, DatasetError, OutputExistsError
+from ..spec.errors import ConfigError, DatasetError, OutputExistsError
 from ..spec.stream import Encoding, StreamLayout
 from .cpu_baseline import machine_description, measure_cpu_baseline
 from .perf import PLATFORMS, TARGET_GAP, UPDATE_MODES, Platform, epoch_cost

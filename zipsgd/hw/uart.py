@@ -10,7 +10,7 @@ from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
-from ..errors import ConfigError
+from ..spec.errors import ConfigError
 
 __all__ = ["UartRx", "UartTx", "check_divisor"]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..spec.errors import ConfigError
 
 __all__ = ["numpy_sgd", "measure_cpu_baseline", "machine_description"]
 

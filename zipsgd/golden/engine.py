@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError
 from ..spec.engine import (
     DECAY_FRAC,
     LOSS_ACC_FRAC,
@@ -29,6 +28,7 @@ from ..spec.engine import (
     RunConfig,
     UpdateMode,
 )
+from ..spec.errors import ConfigError
 from ..spec.fixed import RAND_BITS, align, saturate, shift_right
 from ..spec.rng import XorshiftBank
 from ..spec.stream import Encoding, decode_fields, unpack_fields

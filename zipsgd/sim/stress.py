@@ -2,7 +2,7 @@
 families, and reset/abort points aimed mid-sample and mid-update.
 
 Everything here is plain data (JSON-ready dicts) built from seeds, so a plan is replayed exactly
-from its seed; the cocotb side (``sim/stress_bench.py``) turns a pattern spec into an object
+from its seed; the cocotb side (``zipsgd/sim/stress_bench.py``) turns a pattern spec into an object
 with the ``idle()`` method of :class:`zipsgd.sim.engine_bench.IdlePattern` with
 :func:`make_pattern`.
 

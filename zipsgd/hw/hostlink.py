@@ -22,9 +22,9 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..errors import ConfigError
 from ..spec import link
 from ..spec.engine import EngineParams
+from ..spec.errors import ConfigError
 from .arith import REPLICA_ATTRIBUTE
 from .regfile import axil_signature
 from .registers import ADDR_WIDTH

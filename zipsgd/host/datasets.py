@@ -3,7 +3,7 @@
 Every source is *re-iterable*: :meth:`DataSource.iter_chunks` starts a fresh pass each time it is
 called, so the packer can make one pass for the column statistics and one per epoch.  Every
 chunk is dense float64 and finite; every problem with the input raises
-:class:`~zipsgd.errors.DatasetError` with a one-line message that names what was expected, what
+:class:`~zipsgd.spec.errors.DatasetError` with a one-line message that names what was expected, what
 was found and, for text files, the 1-based line (for arrays, the 0-based row).
 
 Source specs understood by :func:`open_source`:
@@ -48,7 +48,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ConfigError, DatasetError
+from ..spec.errors import ConfigError, DatasetError
 from ..spec.stream import MAX_FEATURES
 
 __all__ = [

@@ -32,7 +32,6 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .. import __version__
-from ..errors import ConfigError, DatasetError
 from ..golden.engine import GoldenEngine
 from ..golden.float_sgd import (
     SgdSettings,
@@ -51,6 +50,7 @@ from ..spec.engine import (
     RunConfig,
     UpdateMode,
 )
+from ..spec.errors import ConfigError, DatasetError
 from ..spec.fixed import RoundingMode
 from ..spec.stream import Encoding, StreamLayout, pack_fields
 from .datasets import open_source

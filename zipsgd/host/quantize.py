@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..spec.errors import ConfigError
 from ..spec.stream import RAW_FEATURE_FRAC, Encoding, StreamLayout
 
 __all__ = ["epoch_rng", "quantize_fields", "level_values"]

@@ -1,7 +1,8 @@
 """The engine as a block-design IP: AXI4-Stream slave for samples, AXI4-Lite slave for control.
 
-:class:`ZipsgdEngine` wires the register file (``hw/regfile.py``) to the core (``hw/core.py``);
-:func:`export_verilog` writes its Verilog and a JSON description of its ports and parameters.
+:class:`ZipsgdEngine` wires the register file (``zipsgd/hw/regfile.py``) to the core
+(``zipsgd/hw/core.py``); :func:`export_verilog` writes its Verilog and a JSON description of its
+ports and parameters.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..spec.errors import ConfigError
 
 __all__ = ["objective", "closed_form_optimum", "SgdSettings", "sgd_epoch", "prox",
            "proximal_gradient_optimum"]

@@ -24,9 +24,9 @@ from dataclasses import dataclass, fields
 from amaranth.hdl import unsigned
 from amaranth.lib import data
 
-from ..errors import ConfigError
 from ..golden.engine import EpochStatus
 from ..spec.engine import DECAY_WIDTH, STEP_WIDTH, EngineParams, RunConfig, UpdateMode
+from ..spec.errors import ConfigError
 from ..spec.fixed import RoundingMode
 from ..spec.stream import MAX_FEATURES, Encoding
 
@@ -581,9 +581,9 @@ def epoch_status(status: Mapping[str, int]) -> EpochStatus:
 _PREAMBLE = f"""\
 # Control and status registers
 
-Generated from `hw/registers.py` by `python -m zipsgd.hw.registers > docs/REGISTERS.md`; a test
-checks that this file equals the rendering. The hardware is `hw/regfile.py`; the run-time
-settings are `RunConfig` and the build-time ones `EngineParams` (`zipsgd/spec/engine.py`).
+Generated from `zipsgd/hw/registers.py` by `python -m zipsgd.hw.registers > docs/REGISTERS.md`; a
+test checks that this file equals the rendering. The hardware is `zipsgd/hw/regfile.py`; the
+run-time settings are `RunConfig` and the build-time ones `EngineParams` (`zipsgd/spec/engine.py`).
 
 ## Bus
 

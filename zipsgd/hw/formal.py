@@ -31,8 +31,8 @@ from amaranth.asserts import AnyConst, AnySeq
 from amaranth.back import rtlil
 from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Signal, signed
 
-from ..errors import ConfigError
 from ..spec.engine import PRODUCT_MAGNITUDE_LOG2, EngineParams, RunConfig
+from ..spec.errors import ConfigError
 from ..spec.stream import QUANT_FEATURE_FRAC, RAW_LABEL_FRAC, Encoding, StreamLayout
 from .arith import popcount
 from .core import SgdCore
@@ -203,7 +203,7 @@ def _elaborate_core(m: Module, params: EngineParams, platform) -> SgdCore:
 #: counters are looked at in the start cycle, as a core that restarts them a cycle late shows.
 STREAM_FAULTS = ("registered_ready", "no_start", "stale_counters")
 
-#: The counters the core restarts at an accepted start (``hw/core.py``, status outputs).
+#: The counters the core restarts at an accepted start (``zipsgd/hw/core.py``, status outputs).
 RESTARTED_COUNTERS = ("loss", "beats", "samples", "cycles_busy", "cycles_starved",
                       "cycles_update_stall", "updates", "model_saturations",
                       "residual_saturations", "discarded_beats")
@@ -325,7 +325,7 @@ AXIL_FAULTS = ("duplicate_response", "silent_model_port", "stale_checks")
 
 
 class AxiLiteHarness(Elaboratable):
-    """The register file's AXI4-Lite slave (``hw/regfile.py``).
+    """The register file's AXI4-Lite slave (``zipsgd/hw/regfile.py``).
 
     Assumes an AXI4-Lite manager (AW, W, AR held with stable payload until their handshakes;
     any BREADY/RREADY), a core with any status and a model port that answers a read in the
@@ -444,7 +444,7 @@ MAX_RAW_WORD = 1 << RAW_LABEL_FRAC
 
 
 class DecoderHarness(Elaboratable):
-    """The field decoder (``hw/decoder.py``) for every beat, encoding and ``bits``.
+    """The field decoder (``zipsgd/hw/decoder.py``) for every beat, encoding and ``bits``.
 
     Asserts, for every lane: ``|F1|, |F2| <= 2**8`` for the quantized encodings and
     ``<= 2**30`` for raw32 (and for settings outside the table, which decode to 0).  These
@@ -733,7 +733,7 @@ class FormalResult:
 
 class _Tools:
     """The YoWASP executables and the environment sby needs (tools found next to the
-    interpreter, as ``hw/synth.py`` does); ``boolector`` is a link in the build folder."""
+    interpreter, as ``zipsgd/hw/synth.py`` does); ``boolector`` is a link in the build folder."""
 
     def __init__(self, build_dir: Path):
         self.build_dir = build_dir

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..errors import ConfigError
 from ..spec.engine import BOARD_FREQ_MHZ, BOARD_LANES, UPDATE_WINDOW, EngineParams
+from ..spec.errors import ConfigError
 from ..spec.stream import BUS_WIDTHS, Encoding, StreamLayout
 
 __all__ = ["Platform", "PLATFORMS", "EngineModel", "epoch_cost", "predicted_cycles",
@@ -107,7 +107,7 @@ PLATFORMS: dict[str, Platform] = {p.name: p for p in (
 
 def _tree_registers(lanes: int) -> int:
     """Pipeline registers in the adder tree over ``lanes`` products (one every two levels and
-    one after the last level; ``hw/core.py``)."""
+    one after the last level; ``zipsgd/hw/core.py``)."""
     levels = lanes.bit_length() - 1
     return -(-levels // 2)
 

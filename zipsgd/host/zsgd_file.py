@@ -8,8 +8,8 @@ The payload follows the header: ``epoch_count`` streams of ``n_samples`` samples
 by :mod:`zipsgd.spec.stream`.  A scaled value ``v`` stands for the original value
 ``offset + scale * v``.
 
-Every problem with a file raises :class:`~zipsgd.errors.StreamFormatError`.  Files are written to
-a temporary file in the destination folder and renamed into place; an existing file is replaced
+Every problem with a file raises :class:`~zipsgd.spec.errors.StreamFormatError`.  Files are written
+to a temporary file in the destination folder and renamed into place; an existing file is replaced
 only with ``force=True``.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, OutputExistsError, StreamFormatError
+from ..spec.errors import ConfigError, OutputExistsError, StreamFormatError
 from ..spec.stream import MAX_FEATURES, Encoding, StreamLayout
 
 __all__ = ["MAGIC", "VERSION", "HEADER_FIELDS", "FIXED_BYTES", "FLAG_INTERCEPT", "Scaling",

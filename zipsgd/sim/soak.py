@@ -9,7 +9,7 @@ A configuration is a pure function of its seed (:func:`soak_run`): encoding and 
 count, batch size, samples, epochs, update and rounding modes, formats, step, decay, threshold,
 the initial model, the input idle pattern and the stream driver.  The soak draws configuration
 seeds from its master seed until the beat budget is met and runs them in chunks (one simulator
-process each) on one engine build; the cocotb side (``soak_runs`` in ``sim/stress_bench.py``)
+process each) on one engine build; the cocotb side (``soak_runs`` in ``zipsgd/sim/stress_bench.py``)
 appends one JSON line per configuration to the log (``build/soak/log.jsonl``).
 """
 
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from zipsgd.errors import ConfigError
 from zipsgd.sim.stress import PRECISIONS, random_pattern, run_config
 from zipsgd.spec.engine import EngineParams, RunConfig, UpdateMode
+from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.fixed import RoundingMode
 
 __all__ = ["SOAK_PARAMS", "soak_run", "run_beats", "plan_seeds", "main"]
@@ -42,8 +42,9 @@ DEFAULT_LOG = Path("build/soak/log.jsonl")
 
 
 def soak_run(seed: int, params: EngineParams = SOAK_PARAMS) -> dict:
-    """The run of configuration ``seed`` (the ``runs`` entry format of ``sim/engine_bench.py``):
-    one to sixteen thousand beats per epoch.  Batches of one sample are rare because
+    """The run of configuration ``seed`` (the ``runs`` entry format of
+    ``zipsgd/sim/engine_bench.py``): one to sixteen thousand beats per epoch.  Batches of one sample
+    are rare because
     the golden model is slowest there."""
     rng = np.random.default_rng([seed, 0x50A4])
     encoding, bits = PRECISIONS[int(rng.integers(len(PRECISIONS)))]

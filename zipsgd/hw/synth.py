@@ -1,4 +1,5 @@
-"""The FPGA build flow: a board top (``hw/boards.py``) through Yosys, nextpnr-ecp5 and ecppack.
+"""The FPGA build flow: a board top (``zipsgd/hw/boards.py``) through Yosys, nextpnr-ecp5 and
+ecppack.
 
 The tools are the YoWASP (WebAssembly) builds installed with the package; :func:`use_yowasp`
 points Amaranth at them through the ``YOSYS``, ``NEXTPNR_ECP5`` and ``ECPPACK`` environment
@@ -18,16 +19,18 @@ fails; ``zipsgd synth`` exits with status 1 for both (2 is kept for bad input).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
 
-from ..errors import ZipsgdError
 from ..spec.engine import BOARD_FREQ_MHZ, OOC_FREQ_MHZ, EngineParams
+from ..spec.errors import ZipsgdError
 from .arith import REPLICA_ATTRIBUTE
 from .boards import BOARDS, EngineBoardTop, board_platform
 from .core import UNUSED_COLLISION_ATTRIBUTE
@@ -299,12 +302,8 @@ def _write_summary(out: Path, summary: dict) -> None:
 
 def _stop(process) -> None:
     """Stop a build script started by :func:`_run_script` and every tool it started."""
-    import signal
-
-    try:
+    with contextlib.suppress(ProcessLookupError):  # it had ended
         os.killpg(process.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass                           # (it had ended)
     process.wait()
 
 
@@ -350,7 +349,7 @@ def _check_timing(summary: dict, out: Path) -> None:
 
 
 def _validate(board: str, seeds) -> None:
-    from ..errors import ConfigError
+    from ..spec.errors import ConfigError
 
     if board not in BOARDS:
         raise ConfigError(f"board must be one of {sorted(BOARDS)}, found {board!r}")
@@ -403,7 +402,7 @@ def parse_seeds(text: str) -> list[int]:
     ConfigError
         Not such a list of integers >= 0 (the message names what was found).
     """
-    from ..errors import ConfigError
+    from ..spec.errors import ConfigError
 
     seeds: list[int] = []
     for part in text.split(","):
@@ -453,7 +452,7 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
     """
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-    from ..errors import ConfigError
+    from ..spec.errors import ConfigError
 
     if not seeds or len(set(seeds)) != len(seeds):
         raise ConfigError(f"seeds must be a non-empty list without repeats, found {seeds!r}")

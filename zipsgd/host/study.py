@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..errors import OutputExistsError
+from ..spec.errors import OutputExistsError
 from .report import plot_losses, write_json, write_text
 from .train import TrainSettings, load_scaled, train_in_memory
 
