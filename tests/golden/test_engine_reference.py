@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from zipsgd.golden.engine import EpochStatus, GoldenEngine
-from zipsgd.spec.engine import EngineParams, RunConfig
+from zipsgd.golden.engine import GoldenEngine
+from zipsgd.spec.engine import EngineParams, EpochStatus, RunConfig
 from zipsgd.spec.stream import Encoding, pack_fields
 
 # ---------------------------------------------------------------------------------------------

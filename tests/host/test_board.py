@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from zipsgd.host.board import BoardLink, contiguous_runs
 from zipsgd.host.train import TrainSettings
-from zipsgd.hw import registers as regs
 from zipsgd.spec import link
+from zipsgd.spec import registers as regs
 from zipsgd.spec.engine import EngineParams
 from zipsgd.spec.errors import ConfigError, LinkError
 from zipsgd.spec.link import Code, Command, Reply

@@ -1,5 +1,5 @@
 """``hw.regfile.RegisterFile`` in Amaranth's simulator, against the map in
-``zipsgd/hw/registers.py``.
+``zipsgd/spec/registers.py``.
 
 An AXI4-Lite manager (:class:`Manager`) drives the bus with per-channel delays and response
 back-pressure; a model of the core's port answers model reads after a chosen latency (0 = in
@@ -28,9 +28,14 @@ from zipsgd.hw.regfile import (
     connect_axil_ports,
     ctrl_signature,
     model_index_width,
+    register_layout,
     status_signature,
 )
-from zipsgd.hw.registers import (
+from zipsgd.sim import toolchain
+from zipsgd.sim.runner import DEFAULT_WAIVERS
+from zipsgd.spec.engine import EngineParams, RunConfig, UpdateMode
+from zipsgd.spec.fixed import RoundingMode
+from zipsgd.spec.registers import (
     REGISTERS,
     RESP_OKAY,
     RESP_SLVERR,
@@ -46,10 +51,6 @@ from zipsgd.hw.registers import (
     run_config_writes,
     status_offsets,
 )
-from zipsgd.sim import toolchain
-from zipsgd.sim.runner import DEFAULT_WAIVERS
-from zipsgd.spec.engine import EngineParams, RunConfig, UpdateMode
-from zipsgd.spec.fixed import RoundingMode
 from zipsgd.spec.stream import Encoding
 
 PARAMS = EngineParams()
@@ -784,3 +785,17 @@ def test_status_offsets_cover_readable_status_registers():
     assert names == {r.name for r in REGISTERS
                      if r.group in ("control", "counters") and r.readable}
     assert register("CTRL").name not in names
+
+
+def test_register_layout_packs_as_the_map():
+    """Each register's Amaranth layout packs and unpacks the bits of ``encode``/``decode``."""
+    rng = np.random.default_rng(1)
+    for reg in REGISTERS:
+        layout = register_layout(reg)
+        for _ in range(20):
+            values = {f.name: int(rng.integers(0, 1 << f.width, dtype=np.uint64))
+                      for f in reg.fields}
+            word = encode(reg.name, **values)
+            assert layout.const(values).as_bits() == word
+            view = layout.from_bits(word)
+            assert {f.name: int(view[f.name]) for f in reg.fields} == values

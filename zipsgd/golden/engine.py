@@ -12,19 +12,18 @@ Python integers (object arrays) where they cannot (``step * residual``).  Nothin
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..spec.engine import (
     DECAY_FRAC,
-    LOSS_ACC_FRAC,
     LOSS_ACC_WIDTH,
     LOSS_RESIDUAL_FRAC,
     LOSS_RESIDUAL_WIDTH,
     LOSS_SQUARE_SHIFT,
     RAW_PRODUCT_SHIFT,
     EngineParams,
+    EpochStatus,
     RunConfig,
     UpdateMode,
 )
@@ -33,42 +32,9 @@ from ..spec.fixed import RAND_BITS, align, saturate, shift_right
 from ..spec.rng import XorshiftBank
 from ..spec.stream import Encoding, decode_fields, unpack_fields
 
-__all__ = ["GoldenEngine", "EpochStatus"]
+__all__ = ["GoldenEngine"]
 
 _RAND_MASK = (1 << RAND_BITS) - 1
-
-
-@dataclass
-class EpochStatus:
-    """What the engine's status registers say after one epoch.
-
-    Members
-    -------
-    loss_acc : int
-        Sum over the epoch's samples of the squared, narrowed residuals (``LOSS_ACC_FRAC``
-        fraction bits), saturated at ``2**64 - 1``.
-    samples, beats, updates : int
-        Samples and beats consumed; model updates applied (one per mini-batch).
-    model_saturations : int
-        Model words that were clamped to the model format by an update.
-    residual_saturations : int
-        Scaled residuals clamped to the gradient format.
-    loss_saturated : bool
-        The loss accumulator (or a narrowed residual) saturated.
-    """
-
-    loss_acc: int = 0
-    samples: int = 0
-    beats: int = 0
-    updates: int = 0
-    model_saturations: int = 0
-    residual_saturations: int = 0
-    loss_saturated: bool = False
-
-    @property
-    def loss_sum(self) -> float:
-        """The accumulated sum of squared residuals as a float (scaled label units)."""
-        return self.loss_acc / float(1 << LOSS_ACC_FRAC)
 
 
 def _check_bound(values: np.ndarray, log2_bound: int, what: str) -> None:

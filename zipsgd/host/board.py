@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..hw import registers as regs
 from ..spec import link
+from ..spec import registers as regs
 from ..spec.engine import EngineParams, RunConfig
 from ..spec.errors import LinkError
 from ..spec.link import CODE_TEXT, NOT_EXECUTED, Code, Command, Frame
@@ -29,7 +29,6 @@ from ..spec.link import CODE_TEXT, NOT_EXECUTED, Code, Command, Frame
 __all__ = ["BoardLink", "SerialTransport", "open_serial", "run_board_job", "train_on_board",
            "board_sim_params", "contiguous_runs"]
 
-ENGINE_ID = 0x5A534744
 FRAMING_ERRORS = frozenset({Code.BAD_CRC, Code.GAP_TIMEOUT, Code.BAD_LENGTH})
 
 
@@ -220,9 +219,9 @@ class BoardLink:
                                    ("ID", "VERSION", "BUS_WIDTH", "MAX_FEATURES", "MAX_BATCH",
                                     "LANES")])
         values = list(words.values())
-        if values[0] != ENGINE_ID:
+        if values[0] != regs.ENGINE_ID:
             raise LinkError(f"the board's ID register reads 0x{values[0]:08X}, expected "
-                            f"0x{ENGINE_ID:08X} (not a zipsgd engine)")
+                            f"0x{regs.ENGINE_ID:08X} (not a zipsgd engine)")
         try:
             params = EngineParams(values[2], values[3], values[4], values[5])
         except Exception as error:  # an engine that reads nonsense is a link problem here

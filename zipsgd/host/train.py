@@ -330,8 +330,8 @@ def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: 
 def _simulate(report, settings, params, jobs, expected, n_features, progress, exact_loss,
               label_scale) -> None:
     """Run the epochs on the simulated engine and check each against the golden model."""
-    from ..hw.registers import epoch_status
     from ..sim.engine_sim import run_training_job
+    from ..spec.registers import epoch_status
 
     def on_epoch(done):
         if progress is not None:

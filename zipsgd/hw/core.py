@@ -45,6 +45,7 @@ from ..spec.engine import (
     EngineParams,
 )
 from ..spec.fixed import RAND_BITS
+from ..spec.registers import ErrorBit
 from ..spec.stream import (
     QUANT_FEATURE_FRAC,
     QUANT_LABEL_FRAC,
@@ -65,7 +66,7 @@ from .arith import (
 )
 from .decoder import FieldDecoder
 from .fifo import BufferedFifo, FabricOutputFifo
-from .registers import ErrorBit
+from .regfile import ctrl_signature, status_signature
 from .rng import XorshiftBank
 
 __all__ = ["SgdCore", "UPDATE_WINDOW", "UNUSED_COLLISION_ATTRIBUTE"]
@@ -477,15 +478,13 @@ class SgdCore(wiring.Component):
     s_data, s_valid, s_last : In
         The packed sample stream (one beat of ``bus_width`` bits per handshake).
     s_ready : Out
-    cfg_* : In
-        The register settings (``RunConfig`` fields, ``cfg_samples`` = samples per epoch).
-        They must not change in the cycle before a ``start`` pulse (their range checks are
-        registered), and they are latched when ``start`` is accepted.
-    start, abort_epoch, clear_errors, seed_write : In
-        One-cycle strobes.
-    busy, done, draining, loss_saturated, error_flags, error_count, loss, beats, samples,
-    cycles_busy, cycles_starved, cycles_update_stall, updates, model_saturations,
-    residual_saturations, discarded_beats : Out
+    ctrl : In(ctrl_signature())
+        The register settings (``RunConfig`` fields, ``n_samples`` = samples per epoch) and
+        the one-cycle strobes ``start``, ``abort``, ``clear_errors``, ``seed_write``; widths
+        from the register map.  The settings must not change in the cycle before a ``start``
+        pulse (their range checks are registered), and they are latched when ``start`` is
+        accepted.
+    status : Out(status_signature())
         Status and counters (counters restart at every start).
     model_index, model_wdata, model_write, model_read : In
         (``model_index`` must not change in the cycle before a read or write pulse: the
@@ -502,18 +501,7 @@ class SgdCore(wiring.Component):
         w = params.bus_width
         super().__init__({
             "s_data": In(w), "s_valid": In(1), "s_last": In(1), "s_ready": Out(1),
-            "cfg_encoding": In(2), "cfg_bits": In(6), "cfg_n_features": In(32),
-            "cfg_batch_size": In(32), "cfg_samples": In(64), "cfg_model_width": In(6),
-            "cfg_model_frac": In(6), "cfg_grad_width": In(6), "cfg_grad_frac": In(7),
-            "cfg_step": In(STEP_WIDTH), "cfg_decay": In(DECAY_WIDTH), "cfg_threshold": In(31),
-            "cfg_rounding": In(2), "cfg_update_mode": In(1), "cfg_seed": In(32),
-            "start": In(1), "abort_epoch": In(1), "clear_errors": In(1), "seed_write": In(1),
-            "busy": Out(1), "done": Out(1), "draining": Out(1), "loss_saturated": Out(1),
-            "error_flags": Out(len(ErrorBit)), "error_count": Out(32),
-            "loss": Out(LOSS_ACC_WIDTH), "beats": Out(64), "samples": Out(64),
-            "cycles_busy": Out(64), "cycles_starved": Out(64), "cycles_update_stall": Out(64),
-            "updates": Out(32), "model_saturations": Out(32), "residual_saturations": Out(32),
-            "discarded_beats": Out(32),
+            "ctrl": In(ctrl_signature()), "status": Out(status_signature()),
             "model_index": In(32), "model_wdata": In(32), "model_write": In(1),
             "model_read": In(1), "model_rdata": Out(32), "model_rvalid": Out(1),
         })
@@ -526,6 +514,7 @@ class SgdCore(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        ctrl, status = self.ctrl, self.status
         p = self._params
         lanes = p.lanes
         log_lanes = lanes.bit_length() - 1
@@ -580,7 +569,7 @@ class SgdCore(wiring.Component):
         # generators (the register file is far away; a write is while idle, and the first
         # step comes at least three cycles later, after a start).
         seed_here, load_here = Signal(32, reset_less=True), Signal()
-        m.d.sync += [seed_here.eq(self.cfg_seed), load_here.eq(self.seed_write)]
+        m.d.sync += [seed_here.eq(ctrl.seed), load_here.eq(ctrl.seed_write)]
         m.d.comb += [rng.seed.eq(seed_here), rng.load.eq(load_here)]
 
         # -- FIFOs between the forward and the gradient path --------------------------------
@@ -619,41 +608,41 @@ class SgdCore(wiring.Component):
         error_events = Signal(len(ErrorBit))
         running = Signal()     # an epoch is in progress (cycles_busy counts these cycles)
         start_request = Signal()   # a start pulse of the cycle before, while idle
-        m.d.comb += [self.error_flags.eq(errors),
+        m.d.comb += [status.error_flags.eq(errors),
                      running.eq(state.matches(RUN, DRAIN, FLUSH, SETTLE, START)),
-                     self.busy.eq(running | start_request),
+                     status.busy.eq(running | start_request),
                      # (Discarding stops with the start's pulse: no beat of the new epoch
                      # may be discarded while the start waits a cycle.)
-                     self.draining.eq((state == DISCARD) & ~start_request)]
+                     status.draining.eq((state == DISCARD) & ~start_request)]
         # Events are registered before they reach the flags and the counter (one cycle later):
         # the framing checks sit at the end of the input's handshake logic.
         events = Signal(len(ErrorBit))
         m.d.sync += events.eq(error_events)
-        with m.If(self.clear_errors):
+        with m.If(ctrl.clear_errors):
             m.d.sync += errors.eq(events)
         with m.Else():
             m.d.sync += errors.eq(errors | events)
         with m.If(events.any()):
-            m.d.sync += self.error_count.eq(self.error_count + popcount(events))
+            m.d.sync += status.error_count.eq(status.error_count + popcount(events))
 
         # -- start: check and latch the configuration ---------------------------------------
         per_beat_table = _fields_per_beat_table(p.bus_width)
-        table_index = Cat(self.cfg_bits[:4], self.cfg_encoding)
+        table_index = Cat(ctrl.bits[:4], ctrl.encoding)
 
         def look_up(values, shape):
             return Array(Const(v, shape) for v in values)[table_index]
-        enc_ok = self.cfg_encoding <= Encoding.RAW32
-        bits_ok = (self.cfg_encoding == Encoding.RAW32) | (
-            (self.cfg_bits >= 1) & (self.cfg_bits <= 8))
-        fl_m, fl_g = self.cfg_model_frac, self.cfg_grad_frac
+        enc_ok = ctrl.encoding <= Encoding.RAW32
+        bits_ok = (ctrl.encoding == Encoding.RAW32) | (
+            (ctrl.bits >= 1) & (ctrl.bits <= 8))
+        fl_m, fl_g = ctrl.model_frac, ctrl.grad_frac
         config_checks = Cat(
             enc_ok, bits_ok,
-            (self.cfg_n_features >= 1), (self.cfg_n_features <= p.max_features),
-            (self.cfg_batch_size >= 1), (self.cfg_batch_size <= p.max_batch),
-            (self.cfg_samples >= 1),
-            (self.cfg_model_width >= 2), (self.cfg_model_width <= 32),
+            (ctrl.n_features >= 1), (ctrl.n_features <= p.max_features),
+            (ctrl.batch_size >= 1), (ctrl.batch_size <= p.max_batch),
+            (ctrl.n_samples >= 1),
+            (ctrl.model_width >= 2), (ctrl.model_width <= 32),
             (fl_m >= 1), (fl_m <= 31),
-            (self.cfg_grad_width >= 2), (self.cfg_grad_width <= 32),
+            (ctrl.grad_width >= 2), (ctrl.grad_width <= 32),
             (fl_g + 8 >= fl_m), (fl_g <= fl_m + 32))
         # A start is decided in the cycle after its pulse: the request and its acceptance (the
         # request with every range check passed) are registered in the pulse's cycle, so the
@@ -665,18 +654,18 @@ class SgdCore(wiring.Component):
         # in the cycle before a ``start`` (the register file's contract, asserted in its
         # formal harness), so in a pulse's cycle it holds the checks of the settings the start
         # latches, and the acceptance that fans out to the start's copies is one LUT.
-        start_pulse = self.start & ~self.busy & ~self.abort_epoch
+        start_pulse = ctrl.start & ~status.busy & ~ctrl.abort
         start_ok = Signal()
         config_ok = Signal()
         m.d.sync += config_ok.eq(config_checks.all())
         start_accepted = start_pulse & config_ok    # (start_ok's next value)
         m.d.sync += [start_request.eq(start_pulse), start_ok.eq(start_accepted)]
-        m.d.comb += error_events[ErrorBit.START_WHILE_BUSY].eq(self.start & self.busy)
+        m.d.comb += error_events[ErrorBit.START_WHILE_BUSY].eq(ctrl.start & status.busy)
         m.d.comb += error_events[ErrorBit.BAD_CONFIG].eq(start_request & ~start_ok)
-        m.d.comb += pipe_reset.eq(start_ok | self.abort_epoch)
+        m.d.comb += pipe_reset.eq(start_ok | ctrl.abort)
         start_ok_copies = replicas(m, "start_ok", start_accepted, 3,
                                    reset_less=False)
-        m.d.comb += [reset.eq(copy | self.abort_epoch) for reset, copy
+        m.d.comb += [reset.eq(copy | ctrl.abort) for reset, copy
                      in zip((fifo_reset, forward_reset, gradient_reset), start_ok_copies,
                             strict=True)]
         # The looked-up settings as the latch takes them, for the restart conditions too.
@@ -702,20 +691,20 @@ class SgdCore(wiring.Component):
                               for latched in cfg.restart]
         m.d.sync += [candidate.eq(value) for candidate, value in zip(
             restart_candidates,
-            cfg.restart_conditions(lanes, self.cfg_n_features, **looked_up), strict=True)]
+            cfg.restart_conditions(lanes, ctrl.n_features, **looked_up), strict=True)]
         with m.If(start_ok):
             m.d.sync += [getattr(cfg, name).eq(value) for name, value in looked_up.items()]
             m.d.sync += [latched.eq(candidate) for latched, candidate
                          in zip(cfg.restart, restart_candidates, strict=True)]
             m.d.sync += [
-                cfg.encoding.eq(self.cfg_encoding), cfg.bits.eq(self.cfg_bits),
-                cfg.n.eq(self.cfg_n_features), cfg.batch.eq(self.cfg_batch_size),
-                cfg.samples.eq(self.cfg_samples), cfg.wl_m.eq(self.cfg_model_width),
-                cfg.fl_m.eq(fl_m), cfg.wl_g.eq(self.cfg_grad_width), cfg.fl_g.eq(fl_g),
-                cfg.step.eq(self.cfg_step), cfg.decay.eq(self.cfg_decay),
-                cfg.threshold.eq(self.cfg_threshold), cfg.rounding.eq(self.cfg_rounding),
-                cfg.delayed.eq(self.cfg_update_mode),
-                cfg.raw.eq(self.cfg_encoding == Encoding.RAW32),
+                cfg.encoding.eq(ctrl.encoding), cfg.bits.eq(ctrl.bits),
+                cfg.n.eq(ctrl.n_features), cfg.batch.eq(ctrl.batch_size),
+                cfg.samples.eq(ctrl.n_samples), cfg.wl_m.eq(ctrl.model_width),
+                cfg.fl_m.eq(fl_m), cfg.wl_g.eq(ctrl.grad_width), cfg.fl_g.eq(fl_g),
+                cfg.step.eq(ctrl.step), cfg.decay.eq(ctrl.decay),
+                cfg.threshold.eq(ctrl.threshold), cfg.rounding.eq(ctrl.rounding),
+                cfg.delayed.eq(ctrl.update_mode),
+                cfg.raw.eq(ctrl.encoding == Encoding.RAW32),
             ]
         # Derived shifts and format limits (docs/ENGINE.md stages 3, 4, 6 and the loss).  They
         # are registered: the settings are latched at start and the first beat reaches the
@@ -775,13 +764,14 @@ class SgdCore(wiring.Component):
             cfg.fl_m + QUANT_FEATURE_FRAC - LOSS_RESIDUAL_FRAC)[:5])
 
         # -- counters restart at start -------------------------------------------------------
-        counters = [self.loss, self.beats, self.samples, self.cycles_busy, self.cycles_starved,
-                    self.cycles_update_stall, self.updates, self.model_saturations,
-                    self.residual_saturations, self.discarded_beats]
+        counters = [status.loss, status.beats, status.samples, status.cycles_busy,
+                    status.cycles_starved, status.cycles_update_stall, status.updates,
+                    status.model_saturations, status.residual_saturations,
+                    status.discarded_beats]
         # (They are cleared at start at the end of elaborate: the last assignment wins over an
         # increment in the same cycle.)
         with m.If(running):
-            m.d.sync += self.cycles_busy.eq(self.cycles_busy + 1)
+            m.d.sync += status.cycles_busy.eq(status.cycles_busy + 1)
 
         # ======================================================================================
         # Input side: framing, batches, hazards
@@ -867,7 +857,7 @@ class SgdCore(wiring.Component):
         held_issue = Signal()
         m.d.comb += [accepting.eq(in_run & hazard_free & ~mid_beat),
                      held_issue.eq(in_run & hazard_free & mid_beat)]
-        m.d.comb += self.s_ready.eq(accepting | self.draining)
+        m.d.comb += self.s_ready.eq(accepting | status.draining)
         handshake = self.s_valid & self.s_ready
         # The stream's cycle and beat counters count a cycle after their events (registers):
         # the late issue decision enables three flip-flops, not 192.  Their events happen only
@@ -877,11 +867,11 @@ class SgdCore(wiring.Component):
         m.d.sync += [starved.eq(accepting & ~self.s_valid),
                      stalled.eq(in_run & ~hazard_free & (self.s_valid | mid_beat))]
         with m.If(starved):
-            m.d.sync += self.cycles_starved.eq(self.cycles_starved + 1)
+            m.d.sync += status.cycles_starved.eq(status.cycles_starved + 1)
         with m.If(stalled):
-            m.d.sync += self.cycles_update_stall.eq(self.cycles_update_stall + 1)
-        with m.If(self.draining & handshake):
-            m.d.sync += self.discarded_beats.eq(self.discarded_beats + 1)
+            m.d.sync += status.cycles_update_stall.eq(status.cycles_update_stall + 1)
+        with m.If(status.draining & handshake):
+            m.d.sync += status.discarded_beats.eq(status.discarded_beats + 1)
 
         framing_ok = self.s_last == last_beat_expected
         take = Signal()
@@ -969,7 +959,7 @@ class SgdCore(wiring.Component):
 
         m.d.sync += beat_taken.eq(take)
         with m.If(beat_taken):
-            m.d.sync += self.beats.eq(self.beats + 1)
+            m.d.sync += status.beats.eq(status.beats + 1)
         # The copy holds the beat moved on by one slice (its next slice's fields at field 0),
         # and moves on with every slice issued from it: the decoder only ever decodes fields
         # 0 .. L-1.  It is read only in the slices after the first (mid_beat): before those
@@ -1078,11 +1068,11 @@ class SgdCore(wiring.Component):
         # cycle after a start pulse (``start_request``) and stays up while the state is a
         # running one, so closed is ``busy | start_pulse`` of the cycle before.  One copy per
         # bank's write enable and one for the port's answer.
-        closed = replicas(m, "port_closed", self.busy | start_pulse, lanes + 1,
+        closed = replicas(m, "port_closed", status.busy | start_pulse, lanes + 1,
                           reset_less=False)
         port_closed = closed[lanes]
         # The memories' address and data choices: a copy of ``port_open`` per bank.
-        idle_port = replicas(m, "port_open", ~self.busy, lanes, init=1, reset_less=False)
+        idle_port = replicas(m, "port_open", ~status.busy, lanes, init=1, reset_less=False)
         for b in range(lanes):
             m.d.comb += model_rd[b].addr.eq(Mux(idle_port[b], port_row, a_rows[b]))
         # Lane generators step once per fused beat (stage A); outputs are read in stage B.
@@ -1239,7 +1229,7 @@ class SgdCore(wiring.Component):
         sat_bits = Signal(lanes)
         m.d.comb += sat_bits.eq(Cat(*(u6["clip"][b] & u6["mask"][b] for b in range(lanes))))
         with m.If(u6["valid"] & u6["fused"][0]):
-            m.d.sync += self.model_saturations.eq(self.model_saturations + popcount(sat_bits))
+            m.d.sync += status.model_saturations.eq(status.model_saturations + popcount(sat_bits))
         # U6, U7: the decay product x1 * eta; U8, U9: its rounding; U10: x2 = x1 - decay (step 2)
         # The product's last sum ends at the rounder's span in U7 (the bits its carry chain
         # takes); the bits above are added in U8, into the rounder's floor register.
@@ -1313,7 +1303,7 @@ class SgdCore(wiring.Component):
                                         Mux(u12["forward_older"][b], u12["forwarded"][b], own)))
         u13["x"] = u13_x
         with m.If(u13["valid"] & u13["fused"][0] & u13["pass_end"]):
-            m.d.sync += self.updates.eq(self.updates + 1)
+            m.d.sync += status.updates.eq(status.updates + 1)
         # Write back the fused update (bank space; rows from f0).
         u13_shift = Signal(log_lanes)
         m.d.comb += u13_shift.eq(u13["f0"][:log_lanes])
@@ -1419,9 +1409,9 @@ class SgdCore(wiring.Component):
                              valid=True)
         m.d.comb += [efifo.w_en.eq(scaled_valid), efifo.w_data.eq(scaled)]
         with m.If(scaled_valid):
-            m.d.sync += self.samples.eq(self.samples + 1)
+            m.d.sync += status.samples.eq(status.samples + 1)
             with m.If(scaled_clip):
-                m.d.sync += self.residual_saturations.eq(self.residual_saturations + 1)
+                m.d.sync += status.residual_saturations.eq(status.residual_saturations + 1)
 
         # Loss: the residual narrowed to LOSS_RESIDUAL_WIDTH (shift, then saturate), squared
         # (pipelined multiplier), accumulated with saturation.
@@ -1450,13 +1440,13 @@ class SgdCore(wiring.Component):
         loss_valid = delay("loss_valid", r_valid, 4 + square.latency, valid=True)
         with m.If(loss_valid):
             new_loss = Signal(LOSS_ACC_WIDTH + 1, name="new_loss")
-            m.d.comb += new_loss.eq(self.loss + (square.value.as_unsigned() >> LOSS_SQUARE_SHIFT))
+            m.d.comb += new_loss.eq(status.loss + (square.value.as_unsigned() >> LOSS_SQUARE_SHIFT))
             with m.If(new_loss[LOSS_ACC_WIDTH]):       # past the accumulator: saturate
-                m.d.sync += [self.loss.eq((1 << LOSS_ACC_WIDTH) - 1), self.loss_saturated.eq(1)]
+                m.d.sync += [status.loss.eq((1 << LOSS_ACC_WIDTH) - 1), status.loss_saturated.eq(1)]
             with m.Else():
-                m.d.sync += self.loss.eq(new_loss[:LOSS_ACC_WIDTH])
+                m.d.sync += status.loss.eq(new_loss[:LOSS_ACC_WIDTH])
             with m.If(loss_clip):
-                m.d.sync += self.loss_saturated.eq(1)
+                m.d.sync += status.loss_saturated.eq(1)
 
         # ======================================================================================
         # Gradient path
@@ -1512,10 +1502,10 @@ class SgdCore(wiring.Component):
         # a register of its own, not a decode of the state: the state machine's START
         # statements are under it too (below).
         starting = Signal()
-        m.d.sync += starting.eq(start_ok & ~self.abort_epoch)
+        m.d.sync += starting.eq(start_ok & ~ctrl.abort)
         # (Each slicer's restart from copies of its own: the gradient path's reset, and a
         # copy of ``starting`` per slicer.)
-        walk_starting, sweep_starting = replicas(m, "starting", start_ok & ~self.abort_epoch,
+        walk_starting, sweep_starting = replicas(m, "starting", start_ok & ~ctrl.abort,
                                                  2, reset_less=False)
         with m.If(gradient_reset | walk_starting):
             walk.restart(m)
@@ -1721,7 +1711,7 @@ class SgdCore(wiring.Component):
         # with the flush's own issues (the slicer's move, a pass's end, flush_wait), and at
         # an abort or a pipeline reset (neither flushes: flushing and flush_waiting are 0).
         flush_begins = (state == DRAIN) & drain_done
-        flushing_next = Mux(self.abort_epoch, 0,
+        flushing_next = Mux(ctrl.abort, 0,
                             Mux(flush_issue & sweep.sample_last, flush_pass != 1,
                                 Mux(flush_begins, 1, flushing)))
         at_start_next = Mux(flush_begins, 1, Mux(flush_issue, sweep.sample_last,
@@ -1733,7 +1723,7 @@ class SgdCore(wiring.Component):
         # The wide registers START restarts, each from a copy of ``starting`` of its own.
         wide_restarts = ((in_batch, 0), (in_samples, 0), (grad_batches_done, 0), (acc, 0),
                          (samples_to_begin, cfg.samples - 1))
-        wide_starting = replicas(m, "starting_wide", start_ok & ~self.abort_epoch,
+        wide_starting = replicas(m, "starting_wide", start_ok & ~ctrl.abort,
                                  len(wide_restarts), reset_less=False)
         for (register, value), copy in zip(wide_restarts, wide_starting, strict=True):
             with m.If(copy):
@@ -1774,14 +1764,14 @@ class SgdCore(wiring.Component):
                     m.d.sync += enter(SETTLE)
             with m.Case(SETTLE):
                 with m.If(~forward_busy):
-                    m.d.sync += [*enter(IDLE), self.done.eq(1)]
+                    m.d.sync += [*enter(IDLE), status.done.eq(1)]
         # (flush_issue implies FLUSH with passes to do: ``flushing`` is that, as a register.)
         with m.If(flush_issue):
             sweep.advance(m)
             with m.If(sweep.sample_last):
                 m.d.sync += [flush_pass.eq(flush_pass - 1), flush_parity.eq(~flush_parity),
                              *set_flushing(flush_pass != 1)]
-        with m.If(self.abort_epoch):
+        with m.If(ctrl.abort):
             m.d.sync += [*enter(IDLE), *set_flushing(0)]
 
         # Model port: reads answer two cycles later (the banks' words are registered before
@@ -1811,7 +1801,7 @@ class SgdCore(wiring.Component):
             with m.If(clear):
                 m.d.sync += counter.eq(0)
         with m.If(start_ok):
-            m.d.sync += [self.done.eq(0), self.loss_saturated.eq(0)]
+            m.d.sync += [status.done.eq(0), status.loss_saturated.eq(0)]
 
         # Internal signals the formal harness (``zipsgd.hw.formal``) states properties about;
         # set at elaboration, so a harness elaborates the core itself and then reads them.

@@ -33,12 +33,12 @@ from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, 
 
 from ..spec.engine import PRODUCT_MAGNITUDE_LOG2, EngineParams, RunConfig
 from ..spec.errors import ConfigError
+from ..spec.registers import ErrorBit, config_members
 from ..spec.stream import QUANT_FEATURE_FRAC, RAW_LABEL_FRAC, Encoding, StreamLayout
 from .arith import popcount
 from .core import SgdCore
 from .decoder import FieldDecoder
-from .regfile import RegisterFile, config_members
-from .registers import ErrorBit
+from .regfile import RegisterFile
 from .synth import _tool_path
 
 __all__ = ["PROPERTIES", "FormalProperty", "FormalResult", "NarrowAccumulators", "run",
@@ -124,14 +124,8 @@ def _hold_until_taken(m: Module, valid, ready, payload, name: str) -> None:
         m.d.comb += Assert(~waiting | (sig == before))
 
 
-_CONFIG_INPUTS = {  # core input -> RunConfig field
-    "cfg_encoding": "encoding", "cfg_bits": "bits", "cfg_n_features": "n_features",
-    "cfg_batch_size": "batch_size", "cfg_model_width": "model_width",
-    "cfg_model_frac": "model_frac", "cfg_grad_width": "grad_width",
-    "cfg_grad_frac": "grad_frac", "cfg_step": "step", "cfg_decay": "decay",
-    "cfg_threshold": "threshold", "cfg_rounding": "rounding", "cfg_update_mode": "update_mode",
-    "cfg_seed": "seed",
-}
+#: The ``ctrl`` settings that are RunConfig fields of the same name (all but ``n_samples``).
+_CONFIG_INPUTS = tuple(name for name in config_members() if name != "n_samples")
 
 
 def _drive_config(m: Module, core: SgdCore, config: RunConfig | None, samples: int) -> None:
@@ -139,26 +133,26 @@ def _drive_config(m: Module, core: SgdCore, config: RunConfig | None, samples: i
     documented ranges (docs/ENGINE.md, "Run time") fixed for the whole trace.  An epoch has
     1..``samples`` samples."""
     params = core.params
-    m.d.comb += core.cfg_samples.eq(AnyConst(64))
-    m.d.comb += Assume((core.cfg_samples >= 1) & (core.cfg_samples <= samples))
+    m.d.comb += core.ctrl.n_samples.eq(AnyConst(64))
+    m.d.comb += Assume((core.ctrl.n_samples >= 1) & (core.ctrl.n_samples <= samples))
     if config is not None:
         config.check_against(params)
-        for port, name in _CONFIG_INPUTS.items():
-            m.d.comb += getattr(core, port).eq(int(getattr(config, name)))
+        for name in _CONFIG_INPUTS:
+            m.d.comb += getattr(core.ctrl, name).eq(int(getattr(config, name)))
         return
-    for port in _CONFIG_INPUTS:
-        sig = getattr(core, port)
+    for name in _CONFIG_INPUTS:
+        sig = getattr(core.ctrl, name)
         m.d.comb += sig.eq(AnyConst(len(sig)))
-    fl_m, fl_g = core.cfg_model_frac, core.cfg_grad_frac
-    quantized = (core.cfg_encoding <= Encoding.SINGLE) & (core.cfg_bits >= 1) & (
-        core.cfg_bits <= 8)
+    fl_m, fl_g = core.ctrl.model_frac, core.ctrl.grad_frac
+    quantized = (core.ctrl.encoding <= Encoding.SINGLE) & (core.ctrl.bits >= 1) & (
+        core.ctrl.bits <= 8)
     m.d.comb += Assume(
-        (quantized | (core.cfg_encoding == Encoding.RAW32))
-        & (core.cfg_n_features >= 1) & (core.cfg_n_features <= params.max_features)
-        & (core.cfg_batch_size >= 1) & (core.cfg_batch_size <= params.max_batch)
-        & (core.cfg_model_width >= 2) & (core.cfg_model_width <= 32)
+        (quantized | (core.ctrl.encoding == Encoding.RAW32))
+        & (core.ctrl.n_features >= 1) & (core.ctrl.n_features <= params.max_features)
+        & (core.ctrl.batch_size >= 1) & (core.ctrl.batch_size <= params.max_batch)
+        & (core.ctrl.model_width >= 2) & (core.ctrl.model_width <= 32)
         & (fl_m >= 1) & (fl_m <= 31)
-        & (core.cfg_grad_width >= 2) & (core.cfg_grad_width <= 32)
+        & (core.ctrl.grad_width >= 2) & (core.ctrl.grad_width <= 32)
         & (fl_g + 8 >= fl_m) & (fl_g <= fl_m + 32))
 
 
@@ -166,15 +160,15 @@ def _drive_host(m: Module, core: SgdCore, *, may_start: bool = True) -> None:
     """Strobes and the model port as the register file drives them: any start, abort and seed
     write, model-port accesses only while idle (the host's rule), never a start while busy."""
     params = core.params
-    _free(m, core.abort_epoch, core.seed_write, core.model_index, core.model_wdata,
+    _free(m, core.ctrl.abort, core.ctrl.seed_write, core.model_index, core.model_wdata,
           core.model_write, core.model_read)
-    m.d.comb += core.clear_errors.eq(0)
+    m.d.comb += core.ctrl.clear_errors.eq(0)
     if may_start:
-        _free(m, core.start)
-        m.d.comb += Assume(~(core.start & core.busy))
+        _free(m, core.ctrl.start)
+        m.d.comb += Assume(~(core.ctrl.start & core.status.busy))
     else:
-        m.d.comb += core.start.eq(0)
-    m.d.comb += Assume(~((core.model_write | core.model_read) & core.busy))
+        m.d.comb += core.ctrl.start.eq(0)
+    m.d.comb += Assume(~((core.model_write | core.model_read) & core.status.busy))
     index_before = _past(m, core.model_index, "model_index_before")
     m.d.comb += Assume(~(core.model_write | core.model_read) | (core.model_index == index_before))
     m.d.comb += Assume(core.model_index < params.max_features)
@@ -257,7 +251,7 @@ class StreamHarness(Elaboratable):
         accepted = taps["start_accepted"]
         if self.check == "cover":
             m.d.comb += [Cover(taps["dot_valid"] & taps["dot_last"]),
-                         Cover(core.updates != 0), Cover(core.done)]
+                         Cover(core.status.updates != 0), Cover(core.status.done)]
         elif self.check == "restart":
             after_start = (accepted if self.fault == "stale_counters"
                            else _past(m, accepted, "accepted_before"))
@@ -268,7 +262,7 @@ class StreamHarness(Elaboratable):
         return m
 
     def _handshakes(self, m, core, taps, ready, accepted):
-        running, discarding = taps["running"], core.draining
+        running, discarding = taps["running"], core.status.draining
         handshake = core.s_valid & ready
         m.d.comb += [Assert(~ready | running | discarding), Assert(~discarding | ready)]
         # (``flushing`` equals its definition: a register copy, asserted by _elaborate_core.)
@@ -290,14 +284,16 @@ class StreamHarness(Elaboratable):
                 m.d.sync += framing_errors.eq(framing_errors + 1)
         # (``beats`` counts a beat a cycle after its handshake: ``beat_pending`` meanwhile.)
         pending = taps["beat_pending"]
-        m.d.comb += Assert(run_beats == (core.beats[:32] + pending + framing_errors
+        m.d.comb += Assert(run_beats == (core.status.beats[:32] + pending + framing_errors
                                          + framing)[:32])
-        counted_errors = (core.error_count - _past(m, core.error_count, "errors_before"))[:32]
+        error_count = core.status.error_count
+        counted_errors = (error_count - _past(m, error_count, "errors_before"))[:32]
         m.d.comb += Assert(counted_errors == _past(m, popcount(events), "events_before"))
         # Every handshake while discarding adds one (the restart itself is "restart").
         discarded = _past(m, handshake & discarding, "discarded")
         restarted = _past(m, accepted, "accepted_before")
-        counted = (core.discarded_beats - _past(m, core.discarded_beats, "discards_before"))[:32]
+        discards = core.status.discarded_beats
+        counted = (discards - _past(m, discards, "discards_before"))[:32]
         m.d.comb += Assert(restarted | (counted == discarded))
 
         # The counted beat is the beat on the bus: in the sample FIFO and at the decoder.
@@ -306,9 +302,9 @@ class StreamHarness(Elaboratable):
         bus = self.params.bus_width
         # (The FIFO's write is registered: a cycle after the handshake, which is two cycles
         # before ``beats`` counts it; a beat taken as an abort comes is counted, not written.)
-        took = core.beats != _past(m, core.beats, "beats_before")
+        took = core.status.beats != _past(m, core.status.beats, "beats_before")
         wrote = _past(m, sample_fifo.w_en, "fifo_wrote")
-        aborted = _past(m, _past(m, core.abort_epoch, "abort_before"), "abort_before_2")
+        aborted = _past(m, _past(m, core.ctrl.abort, "abort_before"), "abort_before_2")
         m.d.comb += Assert(restarted | (wrote == (took & ~aborted)))
         m.d.comb += Assert(~sample_fifo.w_en | _past(m, handshake & running, "fifo_handshake"))
         m.d.comb += Assert(~sample_fifo.w_en | (sample_fifo.w_data[:bus]
@@ -337,7 +333,7 @@ class AxiLiteHarness(Elaboratable):
     request with both parts in and a free response slot is answered within
     :meth:`response_latency` cycles (checked to a bounded depth: the register file's
     MODEL_DATA wait flag is internal, so this is not inductive from the ports).  With
-    ``settings`` instead: the core's contract (``SgdCore``, ``cfg_*``, ``model_index``), no
+    ``settings`` instead: the core's contract (``SgdCore``, ``ctrl``, ``model_index``), no
     setting changes in the cycle before a START pulse (the core checks them then) or in the
     one after it (the core latches them then), and the model index does not change in the
     cycle before a model-port pulse (the core registers its row).  Covers a write response
@@ -563,7 +559,7 @@ class GradientAccumulatorHarness(_AccumulatorHarness):
 
     def _properties(self, m, core, taps):
         limit = (self.params.max_batch - 1) * MAX_PRODUCT
-        m.d.comb += Assume(core.cfg_samples <= self.params.max_batch)
+        m.d.comb += Assume(core.ctrl.n_samples <= self.params.max_batch)
         added = _past(m, taps["grad_valid"], "grad_added")
         pairs = zip(taps["grad_addends"], taps["grad_sums"], strict=True)
         for lane, (addend, written) in enumerate(pairs):

@@ -1,6 +1,7 @@
 """The control/status register file: an AXI4-Lite slave in front of the engine core.
 
-The register map, field positions, reset values and access rules are :mod:`.registers`
+The register map, field positions, reset values and access rules are
+:mod:`zipsgd.spec.registers`
 (``docs/REGISTERS.md``); this module only implements them.  Ownership is split so that every
 piece of state has one owner:
 
@@ -35,27 +36,30 @@ from __future__ import annotations
 import functools
 import operator
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
-from amaranth.lib import wiring
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..spec.engine import EngineParams
-from .arith import any_of
-from .registers import (
+from ..spec.registers import (
     ADDR_WIDTH,
     DATA_WIDTH,
     REGISTERS,
     RESP_OKAY,
     RESP_SLVERR,
-    ErrorBit,
+    STROBES,
     Register,
+    config_members,
     identity_values,
     register,
+    status_members,
 )
+from .arith import any_of
 
 __all__ = [
     "RegisterFile",
     "axil_signature",
+    "register_layout",
     "ctrl_signature",
     "status_signature",
     "model_port_signature",
@@ -63,11 +67,6 @@ __all__ = [
     "axil_ports",
     "connect_axil_ports",
 ]
-
-_STROBES = ("start", "abort", "clear_errors")
-#: STATUS fields the register file computes itself rather than reading from ``status``.
-_DERIVED = ("error",)
-
 
 def axil_signature(*, addr_width: int = ADDR_WIDTH, data_width: int = DATA_WIDTH
                    ) -> wiring.Signature:
@@ -98,14 +97,11 @@ def axil_signature(*, addr_width: int = ADDR_WIDTH, data_width: int = DATA_WIDTH
     })
 
 
-def config_members() -> dict[str, int]:
-    """``{ctrl member: width}`` of the configuration fields, 64-bit pairs joined."""
-    widths: dict[str, int] = {}
-    for reg in REGISTERS:
-        if reg.group == "config":
-            for f in reg.fields:
-                widths[f.name] = widths.get(f.name, 0) + f.width
-    return widths
+def register_layout(reg: Register) -> data.FlexibleLayout:
+    """The register word as an Amaranth layout: ``layout.const({...}).as_bits()`` and
+    ``layout.from_bits(word)`` pack and unpack it (the register file stores it so)."""
+    return data.FlexibleLayout(DATA_WIDTH, {
+        f.name: data.Field(unsigned(f.width), f.lsb) for f in reg.fields})
 
 
 def ctrl_signature() -> wiring.Signature:
@@ -136,7 +132,7 @@ def ctrl_signature() -> wiring.Signature:
         One-cycle pulse, the cycle after SEED is written; ``seed`` already holds the new value.
     """
     members = {name: Out(width) for name, width in config_members().items()}
-    members.update({name: Out(1) for name in _STROBES})
+    members.update({name: Out(1) for name in STROBES})
     members["seed_write"] = Out(1)
     return wiring.Signature(members)
 
@@ -158,17 +154,7 @@ def status_signature() -> wiring.Signature:
     loss, beats, samples, cycles_busy, cycles_starved, cycles_update_stall : Out(64)
     updates, model_saturations, residual_saturations, discarded_beats : Out(32)
     """
-    widths: dict[str, int] = {}
-    for reg in REGISTERS:
-        if reg.group not in ("control", "counters") or not reg.readable:
-            continue
-        if reg.name == "ERROR_FLAGS":
-            widths["error_flags"] = len(ErrorBit)
-            continue
-        for f in reg.fields:
-            if f.name not in _DERIVED:
-                widths[f.name] = widths.get(f.name, 0) + f.width  # 64-bit pairs joined
-    return wiring.Signature({name: Out(width) for name, width in widths.items()})
+    return wiring.Signature({name: Out(width) for name, width in status_members().items()})
 
 
 def model_index_width(params: EngineParams) -> int:
@@ -250,7 +236,7 @@ READ_GROUP = 8
 
 
 class RegisterFile(wiring.Component):
-    """AXI4-Lite register file of the engine (the map is :mod:`zipsgd.hw.registers`).
+    """AXI4-Lite register file of the engine (the map is :mod:`zipsgd.spec.registers`).
 
     One write and one read transaction are handled at a time; AW and W are buffered
     independently (any order, any delay), and an access executes once its response slot is
@@ -337,14 +323,14 @@ class RegisterFile(wiring.Component):
             m.d.sync += bus.rvalid.eq(0)
 
         # Strobes are one cycle long: cleared every cycle unless set below.
-        m.d.sync += [getattr(ctrl, name).eq(0) for name in (*_STROBES, "seed_write")]
+        m.d.sync += [getattr(ctrl, name).eq(0) for name in (*STROBES, "seed_write")]
         m.d.sync += [port.write.eq(0), port.read.eq(0)]
 
         # -- storage: the config registers and MODEL_INDEX, each with its register layout ----
         store: dict[str, Signal] = {}
         for reg in REGISTERS:
             if reg.access == "rw" and reg.name != "MODEL_DATA":
-                store[reg.name] = Signal(reg.layout, name=f"reg_{reg.name.lower()}",
+                store[reg.name] = Signal(register_layout(reg), name=f"reg_{reg.name.lower()}",
                                          init={f.name: f.reset for f in reg.fields})
         for name, width in config_members().items():
             value = Cat(*(store[r.name][name] for r in REGISTERS if r.group == "config"

@@ -24,20 +24,6 @@ __all__ = ["ZipsgdEngine", "export_verilog", "TOP_NAME"]
 
 TOP_NAME = "zipsgd_engine"
 
-_CONFIG = {  # core input <- register file ctrl member
-    "cfg_encoding": "encoding", "cfg_bits": "bits", "cfg_n_features": "n_features",
-    "cfg_batch_size": "batch_size", "cfg_samples": "n_samples",
-    "cfg_model_width": "model_width", "cfg_model_frac": "model_frac",
-    "cfg_grad_width": "grad_width", "cfg_grad_frac": "grad_frac", "cfg_step": "step",
-    "cfg_decay": "decay", "cfg_threshold": "threshold", "cfg_rounding": "rounding",
-    "cfg_update_mode": "update_mode", "cfg_seed": "seed", "start": "start",
-    "abort_epoch": "abort", "clear_errors": "clear_errors", "seed_write": "seed_write",
-}
-_STATUS = ("busy", "done", "draining", "loss_saturated", "error_flags", "error_count", "loss",
-           "beats", "samples", "cycles_busy", "cycles_starved", "cycles_update_stall", "updates",
-           "model_saturations", "residual_saturations", "discarded_beats")
-
-
 class ZipsgdEngine(wiring.Component):
     """The streaming SGD engine with standard bus interfaces.
 
@@ -76,9 +62,8 @@ class ZipsgdEngine(wiring.Component):
         connect_axil_ports(m, self, regs.axil, prefix="s_axil_")
         m.d.comb += [core.s_data.eq(self.s_axis_tdata), core.s_valid.eq(self.s_axis_tvalid),
                      core.s_last.eq(self.s_axis_tlast), self.s_axis_tready.eq(core.s_ready)]
-        m.d.comb += [getattr(core, port).eq(getattr(regs.ctrl, member))
-                     for port, member in _CONFIG.items()]
-        m.d.comb += [getattr(regs.status, name).eq(getattr(core, name)) for name in _STATUS]
+        wiring.connect(m, regs.ctrl, core.ctrl)
+        wiring.connect(m, core.status, regs.status)
         m.d.comb += [core.model_index.eq(regs.model.index), core.model_wdata.eq(regs.model.wdata),
                      core.model_write.eq(regs.model.write), core.model_read.eq(regs.model.read)]
         # The model port's answer is registered on its way to the register file (a cycle more

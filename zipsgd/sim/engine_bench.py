@@ -34,9 +34,9 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFram
 
 from zipsgd.golden.engine import GoldenEngine
 from zipsgd.host.quantize import epoch_rng, quantize_fields
-from zipsgd.hw import registers as regs
 from zipsgd.sim.runner import test_params
 from zipsgd.sim.stress import make_pattern
+from zipsgd.spec import registers as regs
 from zipsgd.spec.engine import EngineParams, RunConfig
 from zipsgd.spec.stream import StreamLayout, pack_fields
 
@@ -295,7 +295,7 @@ async def engine_matches_golden(dut):
     tb = TB(dut, params, axis_source=p.get("axis_source", False))
     await tb.reset()
     ident = await tb.read_reg("ID")
-    assert ident["id"] == 0x5A534744, f"ID register reads {ident}"
+    assert ident["id"] == regs.ENGINE_ID, f"ID register reads {ident}"
     _write_report(await train_runs(tb, params, p.get("runs", [])))
 
 

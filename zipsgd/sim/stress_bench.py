@@ -24,7 +24,6 @@ from cocotb.triggers import ClockCycles
 
 from zipsgd.golden.engine import GoldenEngine
 from zipsgd.host.quantize import epoch_rng, quantize_fields
-from zipsgd.hw import registers as regs
 from zipsgd.sim.engine_bench import (
     TB,
     check_epoch,
@@ -34,6 +33,7 @@ from zipsgd.sim.engine_bench import (
 )
 from zipsgd.sim.runner import test_params
 from zipsgd.sim.stress import make_pattern
+from zipsgd.spec import registers as regs
 from zipsgd.spec.engine import EngineParams, RunConfig
 from zipsgd.spec.stream import pack_fields
 

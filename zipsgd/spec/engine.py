@@ -23,6 +23,7 @@ from .stream import BUS_WIDTHS, MAX_FEATURES, QUANT_FEATURE_FRAC, Encoding, Stre
 
 __all__ = [
     "EngineParams",
+    "EpochStatus",
     "RunConfig",
     "UpdateMode",
     "STEP_FRAC",
@@ -265,3 +266,36 @@ class RunConfig:
 
     def with_(self, **changes) -> RunConfig:
         return replace(self, **changes)
+
+
+@dataclass
+class EpochStatus:
+    """What the engine's status registers say after one epoch.
+
+    Members
+    -------
+    loss_acc : int
+        Sum over the epoch's samples of the squared, narrowed residuals (``LOSS_ACC_FRAC``
+        fraction bits), saturated at ``2**64 - 1``.
+    samples, beats, updates : int
+        Samples and beats consumed; model updates applied (one per mini-batch).
+    model_saturations : int
+        Model words that were clamped to the model format by an update.
+    residual_saturations : int
+        Scaled residuals clamped to the gradient format.
+    loss_saturated : bool
+        The loss accumulator (or a narrowed residual) saturated.
+    """
+
+    loss_acc: int = 0
+    samples: int = 0
+    beats: int = 0
+    updates: int = 0
+    model_saturations: int = 0
+    residual_saturations: int = 0
+    loss_saturated: bool = False
+
+    @property
+    def loss_sum(self) -> float:
+        """The accumulated sum of squared residuals as a float (scaled label units)."""
+        return self.loss_acc / float(1 << LOSS_ACC_FRAC)

@@ -1,7 +1,7 @@
 """The one definition of the engine's control/status register map.
 
 The hardware (:mod:`zipsgd.hw.regfile`), the cocotb benches, the host driver and
-``docs/REGISTERS.md`` all read this module; ``python -m zipsgd.hw.registers > docs/REGISTERS.md``
+``docs/REGISTERS.md`` all read this module; ``python -m zipsgd.spec.registers > docs/REGISTERS.md``
 regenerates the document and a test checks that the committed copy equals :func:`render`.
 
 The bus is AXI4-Lite with 32-bit data and a 12-bit byte address; every register is one 32-bit
@@ -21,14 +21,10 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 
-from amaranth.hdl import unsigned
-from amaranth.lib import data
-
-from ..golden.engine import EpochStatus
-from ..spec.engine import DECAY_WIDTH, STEP_WIDTH, EngineParams, RunConfig, UpdateMode
-from ..spec.errors import ConfigError
-from ..spec.fixed import RoundingMode
-from ..spec.stream import MAX_FEATURES, Encoding
+from .engine import DECAY_WIDTH, STEP_WIDTH, EngineParams, EpochStatus, RunConfig, UpdateMode
+from .errors import ConfigError
+from .fixed import RoundingMode
+from .stream import MAX_FEATURES, Encoding
 
 __all__ = [
     "ADDR_WIDTH",
@@ -47,6 +43,10 @@ __all__ = [
     "register_at",
     "encode",
     "decode",
+    "DERIVED_STATUS",
+    "STROBES",
+    "config_members",
+    "status_members",
     "identity_values",
     "run_config_writes",
     "read_run_config",
@@ -244,14 +244,6 @@ class Register:
         for f in self.fields:
             value |= f.reset << f.lsb
         return value
-
-    @property
-    def layout(self) -> data.FlexibleLayout:
-        """The register word as an Amaranth layout: ``layout.const({...}).as_bits()`` and
-        ``layout.from_bits(word)`` pack and unpack it (the hardware stores it with this
-        layout)."""
-        return data.FlexibleLayout(DATA_WIDTH, {
-            f.name: data.Field(unsigned(f.width), f.lsb) for f in self.fields})
 
     def field(self, name: str) -> Field:
         for f in self.fields:
@@ -471,6 +463,41 @@ def decode(register_name: str, value: int) -> dict[str, int]:
     return {f.name: (value >> f.lsb) & ((1 << f.width) - 1) for f in reg.fields}
 
 
+#: STATUS fields the register file computes itself rather than reading from the core.
+DERIVED_STATUS = ("error",)
+#: The one-cycle strobes of CTRL, and the SEED write pulse, driven to the core with the
+#: configuration.
+STROBES = ("start", "abort", "clear_errors")
+
+
+def config_members() -> dict[str, int]:
+    """``{name: width}`` of the configuration the register file drives to the core: one
+    entry per ``config`` field, 64-bit pairs joined (``_LO`` before ``_HI``)."""
+    widths: dict[str, int] = {}
+    for reg in REGISTERS:
+        if reg.group == "config":
+            for f in reg.fields:
+                widths[f.name] = widths.get(f.name, 0) + f.width
+    return widths
+
+
+def status_members() -> dict[str, int]:
+    """``{name: width}`` of the status the core drives to the register file: every readable
+    ``control`` and ``counters`` field but the derived ones, 64-bit pairs joined, and the
+    sticky flags (``error_flags``, one bit per :class:`ErrorBit`)."""
+    widths: dict[str, int] = {}
+    for reg in REGISTERS:
+        if reg.group not in ("control", "counters") or not reg.readable:
+            continue
+        if reg.name == "ERROR_FLAGS":
+            widths["error_flags"] = len(ErrorBit)
+            continue
+        for f in reg.fields:
+            if f.name not in DERIVED_STATUS:
+                widths[f.name] = widths.get(f.name, 0) + f.width
+    return widths
+
+
 def identity_values(params: EngineParams) -> dict[str, int]:
     """What the identity registers read for an engine built with ``params``."""
     if not isinstance(params, EngineParams):
@@ -581,8 +608,8 @@ def epoch_status(status: Mapping[str, int]) -> EpochStatus:
 _PREAMBLE = f"""\
 # Control and status registers
 
-Generated from `zipsgd/hw/registers.py` by `python -m zipsgd.hw.registers > docs/REGISTERS.md`; a
-test checks that this file equals the rendering. The hardware is `zipsgd/hw/regfile.py`; the
+Generated from `zipsgd/spec/registers.py` by `python -m zipsgd.spec.registers > docs/REGISTERS.md`;
+a test checks that this file equals the rendering. The hardware is `zipsgd/hw/regfile.py`; the
 run-time settings are `RunConfig` and the build-time ones `EngineParams` (`zipsgd/spec/engine.py`).
 
 ## Bus
