@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -25,14 +25,13 @@ from amaranth.lib.wiring import In, Out
 from ..spec import link
 from ..spec.engine import EngineParams
 from ..spec.errors import ConfigError
+from ..spec.registers import ADDR_WIDTH
 from .arith import REPLICA_ATTRIBUTE
 from .regfile import axil_signature
-from .registers import ADDR_WIDTH
 from .top import ZipsgdEngine
 from .uart import UartRx, UartTx, check_divisor
 
-__all__ = ["LinkParams", "HostLinkBridge", "ObservedEngine", "LinkedEngine", "crc16_next",
-           "SIM_LINK"]
+__all__ = ["LinkParams", "HostLinkBridge", "ObservedEngine", "LinkedEngine", "SIM_LINK"]
 
 
 @dataclass(frozen=True)
@@ -79,14 +78,6 @@ class LinkParams:
 SIM_LINK = LinkParams(divisor=8, gap_timeout=4096, ready_timeout=1 << 14)
 
 
-def crc16_next(crc, byte):
-    """CRC-16/CCITT-FALSE of one more byte, MSB first (``zipsgd.spec.link.crc16_step``)."""
-    for bit in range(7, -1, -1):
-        feedback = crc[15] ^ byte[bit]
-        crc = (crc << 1)[:16] ^ Mux(feedback, Const(link.CRC_POLY, 16), 0)
-    return crc
-
-
 class HostLinkBridge(wiring.Component):
     """The frame parser, executor and reply generator (see the module docstring).
 
@@ -126,7 +117,10 @@ class HostLinkBridge(wiring.Component):
         length = Signal(16)
         head = Signal(32)           # the first four payload bytes (address, count)
         hdr_idx = Signal(3)
-        crc = Signal(16)
+        # The frame CRC (``link.CRC``), one register for both directions (a frame is received
+        # and then its reply sent, never both at once): ``start`` loads the initial value,
+        # ``valid`` adds ``data``; ``match_detected`` is the received frame's residue test.
+        m.submodules.crc = crc = link.CRC.create()
         crc_ok = Signal()
         received = Signal(16)       # bytes after SOF, for GAP_TIMEOUT's detail
         gap = Signal(range(lp.gap_timeout + 1))
@@ -181,8 +175,6 @@ class HostLinkBridge(wiring.Component):
                      self.m_axis_tlast.eq(gather[w])]
         byte_in = urx.valid
         data = urx.data
-        crc_rx, crc_tx = Signal(16), Signal(16)   # the CRC with the byte received / sent
-        m.d.comb += [crc_rx.eq(crc16_next(crc, data)), crc_tx.eq(crc16_next(crc, utx.data))]
 
         # The reply's length follows from its code, the command and its count (an error's
         # payload is DETAIL, a READ's its words); it is loaded in TX_SOF, from registers, so
@@ -199,8 +191,9 @@ class HostLinkBridge(wiring.Component):
 
         def receiving():
             """A frame is being received: CRC, counters, gap timer."""
+            m.d.comb += [crc.data.eq(data), crc.valid.eq(byte_in)]
             with m.If(byte_in):
-                m.d.sync += [gap.eq(0), received.eq(received + 1), crc.eq(crc_rx)]
+                m.d.sync += [gap.eq(0), received.eq(received + 1)]
             with m.Elif(gap == lp.gap_timeout - 1):
                 error(link.Code.GAP_TIMEOUT, received)
             with m.Else():
@@ -217,7 +210,8 @@ class HostLinkBridge(wiring.Component):
         with m.FSM() as fsm:
             with m.State("HUNT"):
                 with m.If(byte_in & (data == link.SOF)):
-                    m.d.sync += [crc.eq(link.CRC_INIT), hdr_idx.eq(0), received.eq(0),
+                    m.d.comb += crc.start.eq(1)
+                    m.d.sync += [hdr_idx.eq(0), received.eq(0),
                                  gap.eq(0), ptr.eq(0), beat_pos.eq(0), n_beats.eq(0)]
                     m.next = "HEADER"
 
@@ -271,7 +265,7 @@ class HostLinkBridge(wiring.Component):
                         m.next = "CRC_TEST"
 
             with m.State("CRC_TEST"):  # the residue, on its register (receiving() loaded it)
-                m.d.sync += crc_ok.eq(crc == 0)
+                m.d.sync += crc_ok.eq(crc.match_detected)
                 m.next = "CHECK"
 
             with m.State("DISCARD"):  # LEN beyond the buffer: drop bytes until the line idles
@@ -381,13 +375,14 @@ class HostLinkBridge(wiring.Component):
             # -- the reply --------------------------------------------------------------------
             def send(value, then, *, checked=True):
                 m.d.comb += [utx.valid.eq(1), utx.data.eq(value)]
+                if checked:
+                    m.d.comb += [crc.data.eq(value), crc.valid.eq(utx.ready)]
                 with m.If(utx.ready):
-                    if checked:
-                        m.d.sync += crc.eq(crc_tx)
                     m.next = then
 
             with m.State("TX_SOF"):
-                m.d.sync += [crc.eq(link.CRC_INIT), hdr_idx.eq(0), reply_len.eq(payload_len),
+                m.d.comb += crc.start.eq(1)
+                m.d.sync += [hdr_idx.eq(0), reply_len.eq(payload_len),
                              reply_last.eq(payload_len - 1)]
                 send(link.SOF, "TX_HEADER", checked=False)
             with m.State("TX_HEADER"):
@@ -415,7 +410,7 @@ class HostLinkBridge(wiring.Component):
                     with m.If(at_reply_last):
                         m.next = "TX_CRC"
             with m.State("TX_CRC"):
-                send(crc.word_select(~hdr_idx[0], 8), "TX_CRC", checked=False)
+                send(crc.crc.word_select(~hdr_idx[0], 8), "TX_CRC", checked=False)
                 with m.If(utx.ready):
                     m.d.sync += hdr_idx.eq(hdr_idx + 1)
                     with m.If(hdr_idx == 1):
@@ -435,8 +430,8 @@ class ObservedEngine(ZipsgdEngine):
     def elaborate(self, platform):
         m = super().elaborate(platform)
         core = m.submodules.core
-        m.d.comb += [self.busy.eq(core.busy), self.done.eq(core.done),
-                     self.error.eq(core.error_flags.any())]
+        m.d.comb += [self.busy.eq(core.status.busy), self.done.eq(core.status.done),
+                     self.error.eq(core.status.error_flags.any())]
         return m
 
 

@@ -11,7 +11,9 @@ Every frame, in both directions, is::
 A request's header is ``CMD SEQ LEN_LO LEN_HI``; a reply's is ``CMD SEQ CODE LEN_LO LEN_HI``
 (the request's command and sequence number echoed).  The CRC covers every byte after SOF up to
 the end of the payload, so running the CRC over the whole frame after SOF, CRC bytes included,
-leaves 0.
+leaves 0 (the CRC's residue: no reflection and no final XOR).  The CRC is one object,
+:data:`CRC`, Amaranth's catalog entry: software computes with ``CRC.compute`` and the bridge's
+hardware is ``CRC.create()``.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from amaranth.lib.crc import catalog
+
 from .errors import LinkError
 
 __all__ = [
-    "SOF", "CRC_INIT", "CRC_POLY", "MAX_PAYLOAD", "MAX_WORDS", "ADDR_INCREMENT", "Command",
-    "Code", "Frame", "Reply", "crc16", "crc16_step", "encode_request", "encode_reply",
+    "SOF", "CRC", "MAX_PAYLOAD", "MAX_WORDS", "ADDR_INCREMENT", "Command",
+    "Code", "Frame", "Reply", "crc16", "encode_request", "encode_reply",
     "RequestParser", "ReplyParser", "beat_bytes", "max_beats", "encode_beats",
     "encode_read", "encode_write", "check_request", "render",
 ]
@@ -31,9 +35,12 @@ __all__ = [
 #: Start of every frame.  It may also appear inside a frame: the parser hunts for it only
 #: between frames, and a false start is caught by the CRC or the gap timeout.
 SOF = 0x5A
-#: CRC-16/CCITT-FALSE: polynomial 0x1021, initial value 0xFFFF, no reflection, no final XOR.
-CRC_POLY = 0x1021
-CRC_INIT = 0xFFFF
+#: The frame CRC, bytewise: CRC-16/CCITT-FALSE, catalogued by reveng (and Amaranth) as
+#: CRC-16/IBM-3740.  ``CRC.compute(data)`` in software, ``CRC.create()`` in the bridge.
+_CRC_NAME = "CRC16_IBM_3740"
+CRC = getattr(catalog, _CRC_NAME)(data_width=8)
+#: What the CRC leaves over a frame's bytes after SOF with its CRC bytes included (0 here).
+_RESIDUE = CRC.residue()
 #: Largest payload in either direction: the bridge's frame buffer (one 2048 x 8 block RAM).
 MAX_PAYLOAD = 2048
 #: Most 32-bit words one READ or WRITE moves (its reply or request payload fits the buffer).
@@ -82,27 +89,10 @@ CODE_TEXT = {
     Code.BUS_ERROR: "the register file refused an access (SLVERR)",
 }
 
-_TABLE = []
-for _byte in range(256):
-    _crc = _byte << 8
-    for _ in range(8):
-        _crc = ((_crc << 1) ^ CRC_POLY if _crc & 0x8000 else _crc << 1) & 0xFFFF
-    _TABLE.append(_crc)
 
-
-def crc16_step(crc: int, byte: int) -> int:
-    """One byte into the CRC (MSB first), bit by bit as the hardware does it."""
-    for bit in range(7, -1, -1):
-        feedback = ((crc >> 15) ^ (byte >> bit)) & 1
-        crc = ((crc << 1) & 0xFFFF) ^ (CRC_POLY if feedback else 0)
-    return crc
-
-
-def crc16(data: bytes, crc: int = CRC_INIT) -> int:
-    """CRC-16/CCITT-FALSE of ``data`` (table driven; equal to folding :func:`crc16_step`)."""
-    for byte in data:
-        crc = ((crc << 8) & 0xFFFF) ^ _TABLE[(crc >> 8) ^ byte]
-    return crc
+def crc16(data: bytes) -> int:
+    """The frame CRC (:data:`CRC`) of ``data``."""
+    return CRC.compute(bytes(data))
 
 
 def beat_bytes(bus_width: int) -> int:
@@ -249,7 +239,7 @@ class _Parser:
             if self._need is not None and len(self._buffer) == self._need:
                 frame = bytes(self._buffer)
                 self.reset()
-                out.append(self._decode(frame) if crc16(frame[1:]) == 0 else None)
+                out.append(self._decode(frame) if crc16(frame[1:]) == _RESIDUE else None)
         return out
 
     def _decode(self, frame: bytes):
@@ -305,13 +295,16 @@ wait); the bridge executes a request only after its last byte has arrived with a
   answer to its current request (it drains the line before every new request after an error).
 * `LEN` is the payload length, at most {max_payload} bytes (the bridge's frame buffer, one
   block RAM); the frame is `LEN` + {req_over} bytes long (reply: `LEN` + {rep_over}).
-* `CRC` is CRC-16/CCITT-FALSE (polynomial 0x{poly:04X}, initial 0x{init:04X}, MSB first, no
-  final XOR) over every byte after `SOF` up to the end of the payload; sent high byte first,
-  so the CRC over everything after `SOF` including the CRC is 0. A 16-bit CRC rather than
+* `CRC` is CRC-16/CCITT-FALSE (reveng's CRC-16/IBM-3740, Amaranth's
+  `amaranth.lib.crc.catalog.{crc_name}`: width {crc_width}, polynomial 0x{poly:04X}, initial
+  0x{init:04X}, {reflection}, final XOR 0x{xor_out:04X}) over every byte after `SOF` up to the
+  end of the payload; sent high byte first, so the CRC over everything after `SOF` including
+  the CRC is {residue} (its residue). A 16-bit CRC rather than
   CRC-8: frames are up to {max_bits} bits long, and this polynomial keeps Hamming distance 4
   (every 1-, 2- and 3-bit error and every burst up to 16 bits detected) up to 32751 bits,
   while a false start of frame that reaches its CRC passes with probability 2^-16 instead of
-  2^-8. Bitwise it is 16 flip-flops and a few XORs per byte in the bridge.
+  2^-8. In the bridge it is Amaranth's CRC `Processor`: 16 flip-flops and an XOR network taking
+  a byte per cycle.
 
 ## Commands
 
@@ -362,8 +355,14 @@ _DETAIL = {Code.OK: "-", Code.BAD_CRC: "0", Code.BAD_COMMAND: "the CMD byte",
 def render() -> str:
     """``docs/HOSTLINK.md``."""
     codes = "\n".join(f"| 0x{c:02X} | {c.name} | {CODE_TEXT[c]} | {_DETAIL[c]} |" for c in Code)
-    return _DOC.format(sof=SOF, max_payload=MAX_PAYLOAD, req_over=7, rep_over=8, poly=CRC_POLY,
-                       init=CRC_INIT, max_bits=(MAX_PAYLOAD + 8) * 8, read=Command.READ,
+    algo = CRC.algorithm
+    reflection = ("MSB first (not reflected)" if not (algo.reflect_input or algo.reflect_output)
+                  else f"input reflected: {algo.reflect_input}, output reflected: "
+                       f"{algo.reflect_output}")
+    return _DOC.format(sof=SOF, max_payload=MAX_PAYLOAD, req_over=7, rep_over=8,
+                       crc_name=_CRC_NAME, crc_width=algo.crc_width, poly=algo.polynomial,
+                       init=algo.initial_crc, reflection=reflection, xor_out=algo.xor_output,
+                       residue=CRC.residue(), max_bits=(MAX_PAYLOAD + 8) * 8, read=Command.READ,
                        write=Command.WRITE, stream=Command.STREAM, max_words=MAX_WORDS,
                        incr=ADDR_INCREMENT, beats64=max_beats(64), codes=codes)
 
