@@ -79,15 +79,10 @@ UNDEFINED_COLLISIONS = "\n".join([
       for reads in range(1, 5) for writes in range(1, 3)),
 ])
 
-#: nextpnr-ecp5 options of every build: the report (with every net's timing, from which
-#: :func:`late_endpoints` lists what is late), a finished build when timing fails (it is
-#: reported by :func:`run_synth`), and the ``router2`` router (the default ``router1`` does not
-#: resolve the congestion of the engine's placement: about 60 k overused wires after an hour,
-#: where ``router2`` finishes in minutes; ``docs/results/synthesis.md``, "Flow") with
-#: timing-driven rip-up: once nothing is overused it routes again every connection that misses
-#: the clock, until none does or nextpnr's iteration cap ends it (the same W = 128 placements
-#: routed at 99.83 MHz instead of 85.53, 86.98 instead of 83.23; a placement that cannot
-#: meet the clock takes its router 10 to 20 minutes longer).
+#: nextpnr-ecp5 options of every build: the report (every net's timing, for
+#: :func:`late_endpoints`), a finished build when timing fails, ``router2`` (``router1`` does
+#: not resolve the engine's congestion) and timing-driven rip-up; ``docs/HARDWARE.md``,
+#: "Build flow", says why.
 NEXTPNR_OPTIONS = ("--report report.json --detailed-timing-report --timing-allow-fail "
                    "--router router2 --tmg-ripup "
                    "--placer-heap-timingweight 40 --placer-heap-critexp 4")
