@@ -2,7 +2,7 @@
 #   make            same as `make test`
 #   make .venv      create/refresh the virtualenv (.venv) with zipsgd[dev] installed editable
 #   make demo       run the end-to-end demo (`zipsgd demo`)
-#   make test       run the test suite in parallel (slow tests excluded; see below)
+#   make test       make lint, then the test suite in parallel (slow tests excluded; see below)
 #   make test-slow  run only the tests marked `slow`
 #   make fuzz       long fuzz run of the host input readers (HYPOTHESIS_PROFILE=fuzz: random,
 #                   5000 examples per target); `make test` runs a short derandomized set
@@ -11,7 +11,7 @@
 #                   (log: build/soak/log.jsonl; SOAK_BEATS=, SOAK_SEED= to change)
 #   make coverage   Verilator line/toggle coverage of the engine (build/coverage/)
 #   make formal     prove the formal properties with yowasp-sby; broken variants must fail
-#   make lint       ruff check
+#   make lint       ruff check and the layer contracts (lint-imports; pyproject.toml)
 #   make docs       regenerate docs/FORMAT.md from the format definitions
 #   make clean      remove build outputs and caches (keeps .venv); `make distclean` also removes .venv
 #
@@ -47,7 +47,7 @@ $(STAMP): pyproject.toml constraints.txt | $(VPY)
 demo: $(STAMP)
 	$(VENV)/bin/zipsgd demo
 
-test: $(STAMP)
+test: lint
 	$(VPY) -m pytest -n auto $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
@@ -88,6 +88,7 @@ docs: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf build dist sim_build *.egg-info .pytest_cache .ruff_cache .hypothesis

@@ -19,7 +19,7 @@ from zipsgd.host.cpu_baseline import machine_description
 from zipsgd.host.perf import predicted_cycles
 from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
 from zipsgd.sim import runner
-from zipsgd.spec.engine import EngineParams
+from zipsgd.spec.engine import sim_params
 from zipsgd.spec.fixed import RoundingMode
 from zipsgd.spec.stream import StreamLayout
 
@@ -29,7 +29,7 @@ PRECISIONS = [("double", b) for b in range(1, 9)] + [("single", 1), ("single", 4
 
 
 def main() -> None:
-    params = EngineParams(bus_width=64, max_features=1024, max_batch=64)
+    params = sim_params(64)
     runs = []
     for mode in (0, 1):
         for encoding, bits in PRECISIONS:

@@ -266,7 +266,7 @@ def test_truncated_stream_file(tmp_path, capsys, stream):
 
 def test_stream_file_with_float_backend(capsys, stream):
     assert_bad_input(capsys, "train", stream, "--backend", "float",
-                     expected=["golden or verilator backend", "found 'float'"])
+                     expected=["golden model or an engine backend", "found 'float'"])
 
 
 def test_csv_with_nan(tmp_path, capsys):

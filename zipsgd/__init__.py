@@ -1,13 +1,29 @@
 """zipsgd: a streaming SGD engine for linear models trained on low-precision data.
 
-Import root of the project.  The subpackages are
+Import root of the project; every module's import name is its path below this folder.  The
+layers, each importing only those below it (``make lint`` checks it with import-linter):
 
-* :mod:`zipsgd.spec` -- the one definition of every format (stream layout, fixed point,
-  engine widths) that hardware, golden model, host and benches share;
-* :mod:`zipsgd.host` -- datasets, scaling, quantization, packing, the ``.zsgd`` file format;
+* :mod:`zipsgd.spec` -- the one definition of every format, register, default and error type;
 * :mod:`zipsgd.golden` -- the float reference and the bit-exact engine model;
 * :mod:`zipsgd.hw` -- the Amaranth hardware;
-* :mod:`zipsgd.sim` -- cocotb + Verilator simulation.
+* :mod:`zipsgd.host` -- datasets, scaling, quantization, packing, ``.zsgd`` files, training;
+* :mod:`zipsgd.sim` -- cocotb + Verilator simulation;
+* :mod:`zipsgd.backends` -- the training backends that run the generated engine;
+* :mod:`zipsgd.cli` -- the ``zipsgd`` command.
 """
 
-__version__ = "0.1.0"
+import importlib.metadata
+
+from .spec.errors import (
+    ConfigError,
+    DatasetError,
+    LinkError,
+    OutputExistsError,
+    StreamFormatError,
+    ZipsgdError,
+)
+
+__all__ = ["ZipsgdError", "DatasetError", "StreamFormatError", "ConfigError",
+           "OutputExistsError", "LinkError"]
+
+__version__ = importlib.metadata.version("zipsgd")

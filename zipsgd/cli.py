@@ -12,10 +12,57 @@ import json
 import sys
 from pathlib import Path
 
+from tqdm import tqdm
+
 from . import __version__
-from .spec.errors import ZipsgdError
+from .host import report as reporting
+from .host.backend import backend_names
+from .host.datasets import open_source
+from .host.pack import pack_source
+from .host.perf import PLATFORMS, perf_table
+from .host.study import run_convergence_study, run_demo
+from .host.time_to_accuracy import (
+    REFERENCES,
+    format_table,
+    plot_curves,
+    run_performance_study,
+    schedule_for,
+    summary_lines,
+    time_to_accuracy,
+)
+from .host.train import (
+    LOSSES,
+    ROUNDINGS,
+    UPDATE_MODES,
+    TrainSettings,
+    load_scaled,
+    train_in_memory,
+    train_stream_file,
+)
+from .host.zsgd_file import StreamFile
+from .hw import synth
+from .hw.boards import BOARDS
+from .hw.top import export_verilog
+from .spec.engine import (
+    BOARD_FREQ_MHZ,
+    BOARD_LANES,
+    BOARD_MAX_BATCH,
+    BOARD_MAX_FEATURES,
+    OOC_FREQ_MHZ,
+    EngineParams,
+)
+from .spec.errors import ConfigError, OutputExistsError, ZipsgdError
+from .spec.stream import Encoding, StreamLayout
 
 __all__ = ["main", "build_parser"]
+
+#: The run defaults (one definition: TrainSettings) and the build defaults of export-verilog
+#: (EngineParams) and of synth (the board build).
+_RUN = TrainSettings()
+_BUILD = EngineParams()
+_BOARD = EngineParams(max_features=BOARD_MAX_FEATURES, max_batch=BOARD_MAX_BATCH,
+                      lanes=BOARD_LANES)
+ENCODINGS = [e.name.lower() for e in Encoding]
 
 
 def _format_pair(text: str) -> tuple[int, int]:
@@ -28,30 +75,21 @@ def _format_pair(text: str) -> tuple[int, int]:
 
 
 def _add_quantize(sub) -> None:
-    p = sub.add_parser("quantize", help="scale, quantize and pack a data set into a .zsgd file")
-    p.add_argument("source", help="data source: FILE (.csv .npy .npz LIBSVM), synthetic:D, "
-                                  "sklearn:diabetes")
+    p = _subparser(sub, "quantize", "scale, quantize and pack a data set into a .zsgd file")
+    p.add_argument("source", help="data source: FILE (.csv .npy .npz LIBSVM), "
+                                  "synthetic:D[:N[:SEED]], sklearn:diabetes, sklearn:breast_cancer")
     p.add_argument("-o", "--output", required=True, help="the .zsgd file to write")
-    p.add_argument("--bits", type=int, default=4, help="interval-index bits b, 1..8 (default 4)")
-    p.add_argument("--encoding", default="double", choices=["double", "single", "raw32"])
-    p.add_argument("--bus-width", type=int, default=64, help="bits per beat: 64 128 256 512")
-    p.add_argument("--seed", type=int, default=0, help="quantization seed (default 0)")
+    _add_layout_options(p)
+    p.add_argument("--seed", type=int, default=_RUN.seed, help="quantization seed")
     p.add_argument("--epochs", type=int, default=1,
-                   help="independently quantized epochs to store (default 1)")
+                   help="independently quantized epochs to store")
     p.add_argument("--epoch-first", type=int, default=0, help="index of the first epoch")
-    p.add_argument("--scaling", default="maxabs", choices=["maxabs", "minmax"])
-    p.add_argument("--intercept", action="store_true", help="append a constant-1 feature")
-    p.add_argument("--label-column", type=int, default=0,
-                   help="label column of CSV/NPY input (default 0; negative counts from the end)")
+    _add_data_options(p)
     p.add_argument("--force", action="store_true", help="overwrite an existing output")
     p.set_defaults(run=_run_quantize)
 
 
 def _run_quantize(args) -> int:
-    from .host.datasets import open_source
-    from .host.pack import pack_source
-    from .spec.stream import StreamLayout
-
     layout = StreamLayout.make(args.encoding, args.bits, args.bus_width)
     source = open_source(args.source, label_column=args.label_column)
     header = pack_source(source, args.output, layout, seed=args.seed, epochs=args.epochs,
@@ -64,16 +102,13 @@ def _run_quantize(args) -> int:
 
 
 def _add_inspect(sub) -> None:
-    p = sub.add_parser("inspect", help="print a .zsgd file's header and sizes")
-    p.add_argument("file")
+    p = _subparser(sub, "inspect", "print a .zsgd file's header and sizes")
+    p.add_argument("file", help="the .zsgd file")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(run=_run_inspect)
 
 
 def _run_inspect(args) -> int:
-    from .host.zsgd_file import StreamFile
-    from .spec.stream import StreamLayout
-
     stream = StreamFile(args.file)
     h = stream.header
     raw = StreamLayout.make("raw32", 32, h.layout.bus_width)
@@ -100,55 +135,82 @@ def _run_inspect(args) -> int:
     return 0
 
 
-def _add_train_options(p, epochs_default: int = 10) -> None:
-    p.add_argument("--backend", default="golden",
-                   choices=["float", "golden", "verilator", "board", "board-sim"],
-                   help="float64 SGD, the bit-exact engine model (default), or the generated "
-                        "engine checked against it: simulated by Verilator, on a board over "
-                        "its serial port (--port), or the simulated board over the same link")
-    p.add_argument("--port", help="the board's serial port (--backend board), e.g. "
-                                  "/dev/ttyUSB0")
-    p.add_argument("--baud", type=int, default=115200,
-                   help="the board's baud rate, as built (default 115200)")
-    p.add_argument("--bits", type=int, default=4, help="interval-index bits b, 1..8")
-    p.add_argument("--encoding", default="double", choices=["double", "single", "raw32"])
-    p.add_argument("--bus-width", type=int, default=64)
-    p.add_argument("--lanes", type=int, default=None,
-                   help="engine lanes L (power of two, 2..W/2; default W/2): the engine's "
-                        "slicing decides which random bits each update uses")
-    p.add_argument("--epochs", type=int, default=epochs_default)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--step-size", type=float, default=0.5,
-                   help="alpha: epoch k uses step alpha/k (default 0.5)")
-    p.add_argument("--loss", default="squared", choices=["squared", "lssvm"])
-    p.add_argument("--l2", type=float, default=0.0, help="L2 regularization lambda")
-    p.add_argument("--l1", type=float, default=0.0, help="L1 regularization lambda")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--update-mode", default="exact", choices=["exact", "delayed"])
-    p.add_argument("--rounding", default="stochastic",
-                   choices=["truncate", "half-even", "stochastic"])
-    p.add_argument("--model-format", type=_format_pair, default=(32, 24), metavar="WL,FL")
-    p.add_argument("--grad-format", type=_format_pair, default=(32, 24), metavar="WL,FL")
-    p.add_argument("--scaling", default="maxabs", choices=["maxabs", "minmax"])
+def _add_layout_options(p) -> None:
+    p.add_argument("--bits", type=int, default=_RUN.bits,
+                   help="interval-index bits b, 1..8 (a double field is b + 2 bits, a single "
+                        "one b + 1)")
+    p.add_argument("--encoding", default=_RUN.encoding, choices=ENCODINGS,
+                   help="double: two independent quantizations per value, as an interval "
+                        "index and one bit per sample (unbiased gradients); single: one "
+                        "quantization; raw32: 32-bit fixed point, unquantized")
+    p.add_argument("--bus-width", type=int, default=_RUN.bus_width,
+                   help="bits per stream beat: 64, 128, 256 or 512")
+
+
+def _add_data_options(p) -> None:
+    p.add_argument("--scaling", default="maxabs", choices=["maxabs", "minmax"],
+                   help="how each column is scaled to [-1, 1]: by its largest magnitude, or "
+                        "its range mapped onto [-1, 1]")
     p.add_argument("--intercept", action="store_true", help="append a constant-1 feature")
-    p.add_argument("--label-column", type=int, default=0)
+    p.add_argument("--label-column", type=int, default=0,
+                   help="label column of CSV/NPY input (negative counts from the end)")
 
 
-def _settings(args):
-    from .host.train import TrainSettings
+def _add_train_options(p) -> None:
+    p.add_argument("--backend", default=_RUN.backend, choices=backend_names(),
+                   help="float: float64 SGD; golden: the bit-exact engine model; verilator, "
+                        "board, board-sim: the generated engine checked against the golden "
+                        "model after every epoch, simulated by Verilator, on a board over its "
+                        "serial port (--port), or the simulated board over the same link")
+    p.add_argument("--port", help="the board's serial port (--backend board), e.g. /dev/ttyUSB0")
+    p.add_argument("--baud", type=int, default=_RUN.baud,
+                   help="the board's baud rate, as its bitstream was built")
+    _add_layout_options(p)
+    p.add_argument("--lanes", type=int, default=_RUN.lanes,
+                   help="engine lanes L, a power of two from 2 to W/2 (none given: W/2); the "
+                        "engine's slicing decides which random bits each update uses, so it "
+                        "must match the engine's")
+    p.add_argument("--epochs", type=int, default=_RUN.epochs, help="epochs to train")
+    p.add_argument("--batch-size", type=int, default=_RUN.batch_size, help="mini-batch size B")
+    p.add_argument("--step-size", type=float, default=_RUN.step_size,
+                   help="alpha: epoch k uses the step alpha/k")
+    p.add_argument("--loss", default=_RUN.loss, choices=LOSSES,
+                   help="squared: least squares; lssvm: least-squares SVM on two classes, "
+                        "labels mapped to -1/+1")
+    p.add_argument("--l2", type=float, default=_RUN.l2, help="L2 regularization lambda")
+    p.add_argument("--l1", type=float, default=_RUN.l1,
+                   help="L1 regularization lambda (a proximal soft threshold per update)")
+    p.add_argument("--seed", type=int, default=_RUN.seed,
+                   help="seed of the quantization and of the engine's random generators")
+    p.add_argument("--update-mode", default=_RUN.update_mode, choices=UPDATE_MODES,
+                   help="exact: each batch sees the model after the previous one (the engine "
+                        "stalls at batch boundaries); delayed: one batch stale, no stall")
+    p.add_argument("--rounding", default=_RUN.rounding, choices=ROUNDINGS,
+                   help="how the model update is rounded to the model format: truncate "
+                        "(toward minus infinity), half-even, or stochastic (unbiased)")
+    p.add_argument("--model-format", type=_format_pair,
+                   default=(_RUN.model_width, _RUN.model_frac), metavar="WL,FL",
+                   help="model words: WL bits in all, FL of them fraction bits (2 <= WL <= 32, "
+                        "1 <= FL <= 31)")
+    p.add_argument("--grad-format", type=_format_pair,
+                   default=(_RUN.grad_width, _RUN.grad_frac), metavar="WL,FL",
+                   help="the scaled residual that multiplies each feature: WL bits, FL fraction "
+                        "bits (2 <= WL <= 32, FL_m - 8 <= FL <= FL_m + 32)")
+    _add_data_options(p)
 
+
+def _settings(args) -> TrainSettings:
     return TrainSettings(
         backend=args.backend, encoding=args.encoding, bits=args.bits, bus_width=args.bus_width,
         epochs=args.epochs, batch_size=args.batch_size, step_size=args.step_size,
         loss=args.loss, l2=args.l2, l1=args.l1, seed=args.seed, update_mode=args.update_mode,
         rounding=args.rounding, model_width=args.model_format[0],
         model_frac=args.model_format[1], grad_width=args.grad_format[0],
-        port=getattr(args, "port", None), baud=getattr(args, "baud", 115200),
-        grad_frac=args.grad_format[1], lanes=getattr(args, "lanes", None))
+        grad_frac=args.grad_format[1], port=args.port, baud=args.baud, lanes=args.lanes)
 
 
 def _add_train(sub) -> None:
-    p = sub.add_parser("train", help="train a linear model on a data source or .zsgd file")
+    p = _subparser(sub, "train", "train a linear model on a data source or .zsgd file")
     p.add_argument("source", help="data source (see quantize) or a .zsgd file")
     _add_train_options(p)
     p.add_argument("--report", help="write the run's JSON report here")
@@ -158,8 +220,6 @@ def _add_train(sub) -> None:
 
 
 def _check_outputs(args, *names) -> None:
-    from .spec.errors import OutputExistsError
-
     for name in names:
         path = getattr(args, name, None)
         if path and Path(path).exists() and not args.force:
@@ -167,12 +227,6 @@ def _check_outputs(args, *names) -> None:
 
 
 def _run_train(args) -> int:
-    from tqdm import tqdm
-
-    from .host import report as reporting
-    from .host.train import load_scaled, train_in_memory, train_stream_file
-    from .host.zsgd_file import StreamFile
-
     _check_outputs(args, "report", "plot")
     settings = _settings(args)
     bar = tqdm(total=settings.epochs, desc="train", unit="epoch", disable=None, leave=False)
@@ -208,58 +262,65 @@ def _run_train(args) -> int:
 
 
 def _add_study(sub) -> None:
-    p = sub.add_parser("study", help="rerun a study of the papers' claims")
+    p = _subparser(sub, "study", "rerun a study of the papers' claims")
     which = p.add_subparsers(dest="study", required=True)
-    c = which.add_parser("convergence", help="final loss of float, single and double at b=1..8")
-    c.add_argument("--datasets", nargs="+", default=["synthetic:100", "sklearn:diabetes"])
-    c.add_argument("--bits", nargs="+", type=int, default=list(range(1, 9)))
-    c.add_argument("--epochs", type=int, default=None, help="override the per-dataset epochs")
+    c = _subparser(which, "convergence", "final loss of float, single and double at b=1..8")
+    c.add_argument("--datasets", nargs="+", default=["synthetic:100", "sklearn:diabetes"],
+                   help="data sources")
+    c.add_argument("--bits", nargs="+", type=int, default=list(range(1, 9)),
+                   help="interval-index bits b of the single and double rows")
+    c.add_argument("--epochs", type=int, default=None,
+                   help="epochs of every data set (none given: each data set's own)")
     c.add_argument("--out", default="docs/results", help="folder for the table and plots")
     c.add_argument("--force", action="store_true", help="overwrite existing results")
     c.set_defaults(run=_run_study)
-    t = which.add_parser("performance", help="time to accuracy of every encoding on two "
-                                             "platforms, with a measured CPU baseline")
+    t = _subparser(which, "performance", "time to accuracy of every encoding on two platforms, "
+                                         "with a measured CPU baseline")
     t.add_argument("--datasets", nargs="+",
-                   default=["synthetic:10", "synthetic:100", "synthetic:1000", "sklearn:diabetes"])
-    t.add_argument("--platforms", nargs="+", default=["pynq-z1", "harp-v1"])
-    t.add_argument("--bits", nargs="+", type=int, default=[1, 2, 4, 6, 8])
-    t.add_argument("--epochs", type=int, default=None, help="override the per-dataset epochs")
+                   default=["synthetic:10", "synthetic:100", "synthetic:1000", "sklearn:diabetes"],
+                   help="data sources")
+    t.add_argument("--platforms", nargs="+", default=["pynq-z1", "harp-v1"],
+                   help="platform presets (docs/PLATFORMS.md)")
+    t.add_argument("--bits", nargs="+", type=int, default=[1, 2, 4, 6, 8],
+                   help="interval-index bits b of the single and double rows")
+    t.add_argument("--epochs", type=int, default=None,
+                   help="epochs of every data set (none given: each data set's own)")
     t.add_argument("--out", default="docs/results", help="folder for the table and plots")
     t.add_argument("--force", action="store_true", help="overwrite existing results")
     t.set_defaults(run=_run_performance_study)
 
 
 def _run_study(args) -> int:
-    from .host.study import run_convergence_study
-
     run_convergence_study(args.datasets, bits=args.bits, epochs=args.epochs, out=args.out,
                           force=args.force)
     return 0
 
 
 def _run_performance_study(args) -> int:
-    from .host.time_to_accuracy import run_performance_study
-
     run_performance_study(args.datasets, args.platforms, tuple(args.bits), args.epochs,
                           args.out, args.force)
     return 0
 
 
 def _add_export(sub) -> None:
-    p = sub.add_parser("export-verilog", help="write the engine's Verilog and port description")
+    p = _subparser(sub, "export-verilog", "write the engine's Verilog and port description")
     p.add_argument("-o", "--output", default="build/verilog", help="output folder")
-    p.add_argument("--bus-width", type=int, default=64, help="64, 128, 256 or 512")
-    p.add_argument("--max-features", type=int, default=32768, help="N_max")
-    p.add_argument("--max-batch", type=int, default=1024, help="B_max")
+    _add_build_options(p, _BUILD)
     p.add_argument("--lanes", type=int, default=None,
-                   help="lanes L, a power of two from 2 to W/2 (default W/2)")
+                   help="lanes L, a power of two from 2 to W/2 (none given: W/2)")
     p.set_defaults(run=_run_export)
 
 
-def _run_export(args) -> int:
-    from .hw.top import export_verilog
-    from .spec.engine import EngineParams
+def _add_build_options(p, params: EngineParams) -> None:
+    p.add_argument("--bus-width", type=int, default=params.bus_width,
+                   help="stream bus width W: 64, 128, 256 or 512")
+    p.add_argument("--max-features", type=int, default=params.max_features,
+                   help="N_max, the most features the model memory holds")
+    p.add_argument("--max-batch", type=int, default=params.max_batch,
+                   help="B_max, the largest mini-batch")
 
+
+def _run_export(args) -> int:
     params = EngineParams(args.bus_width, args.max_features, args.max_batch, args.lanes)
     vpath, jpath = export_verilog(params, args.output)
     print(f"wrote {vpath} and {jpath} (W={params.bus_width}, N_max={params.max_features}, "
@@ -268,43 +329,41 @@ def _run_export(args) -> int:
 
 
 def _add_demo(sub) -> None:
-    p = sub.add_parser("demo", help="pack synthetic:100 at 4 bits and train on the simulated "
-                                    "engine, checked against the golden model")
+    p = _subparser(sub, "demo", "pack synthetic:100 at 4 bits and train on the simulated engine, "
+                                "checked against the golden model")
     p.add_argument("--out", default="build/demo", help="folder for the demo's files")
-    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--epochs", type=int, default=5, help="epochs to train")
     p.set_defaults(run=_run_demo)
 
 
 def _run_demo(args) -> int:
-    from .host.study import run_demo
-
     reports = run_demo(args.out, epochs=args.epochs)
     return 0 if all(r.get("bit_exact", True) for r in reports.values()) else 1
 
 
 def _add_perf(sub) -> None:
-    p = sub.add_parser("perf", help="model the time per epoch of each encoding on a platform "
-                                    "(memory bandwidth vs engine clock)")
+    p = _subparser(sub, "perf", "model the time per epoch of each encoding on a platform "
+                                "(memory bandwidth vs engine clock)")
     p.add_argument("source", help="data source (see quantize)")
     p.add_argument("--platform", default="pynq-z1",
-                   help="platform preset (default pynq-z1; see docs/PLATFORMS.md): "
-                        "ulx3s-85f orangecrab pynq-z1 harp-v1 u280-hbm-channel u280-hbm")
+                   help=f"platform preset (docs/PLATFORMS.md): {', '.join(PLATFORMS)}")
     p.add_argument("--bits", type=int, nargs="+", default=[1, 2, 4, 6, 8],
-                   help="interval-index bits b of the single and double rows (default 1 2 4 6 8)")
+                   help="interval-index bits b of the single and double rows")
     p.add_argument("--epochs", type=int, default=None,
-                   help="epochs to total (default 1); with --target, epochs to train (default "
-                        "the convergence study's: 60 for sklearn:diabetes, else 20)")
-    p.add_argument("--batch-size", type=int, default=16, help="mini-batch size (default 16)")
-    p.add_argument("--update-mode", default="delayed", choices=["exact", "delayed"])
+                   help="epochs to total (none given: 1); with --target, epochs to train (none "
+                        "given: the convergence study's, 60 for sklearn:diabetes, else 20)")
+    p.add_argument("--batch-size", type=int, default=_RUN.batch_size, help="mini-batch size")
+    p.add_argument("--update-mode", default="delayed", choices=UPDATE_MODES,
+                   help="the engine's update mode (see train)")
     p.add_argument("--target", action="store_true",
                    help="time to accuracy: train float SGD and the golden model of every "
                         "encoding, find the first epoch within 1%% of float SGD's final loss, "
                         "and time NumPy SGD on this machine to the same loss")
     p.add_argument("--step-size", type=float, default=None,
-                   help="alpha for --target (default: tuned for float SGD as in the "
+                   help="alpha for --target (none given: tuned for float SGD as in the "
                         "convergence study)")
     p.add_argument("--cpu-repeats", type=int, default=5,
-                   help="runs of the CPU baseline, median taken (default 5)")
+                   help="runs of the CPU baseline, median taken")
     p.add_argument("--plot", help="with --target: write loss vs bytes moved and vs time (PNG)")
     p.add_argument("--json", help="write the rows as JSON here")
     p.add_argument("--force", action="store_true", help="overwrite existing --json/--plot files")
@@ -312,11 +371,6 @@ def _add_perf(sub) -> None:
 
 
 def _run_perf(args) -> int:
-    from .host import report as reporting
-    from .host.datasets import open_source
-    from .host.perf import PLATFORMS, perf_table
-    from .spec.errors import ConfigError
-
     _check_outputs(args, "json", "plot")
     if args.platform not in PLATFORMS:
         raise ConfigError(f"platform must be one of {', '.join(PLATFORMS)}, found "
@@ -352,16 +406,6 @@ def _run_perf(args) -> int:
 
 
 def _run_time_to_accuracy(args) -> int:
-    from .host import report as reporting
-    from .host.time_to_accuracy import (
-        REFERENCES,
-        format_table,
-        plot_curves,
-        schedule_for,
-        summary_lines,
-        time_to_accuracy,
-    )
-
     schedule = schedule_for(args.source, args.epochs, batch_size=args.batch_size,
                             update_mode=args.update_mode, step_size=args.step_size)
     result = time_to_accuracy(args.source, args.platform, tuple(args.bits), schedule,
@@ -377,50 +421,42 @@ def _run_time_to_accuracy(args) -> int:
 
 
 def _add_synth(sub) -> None:
-    from .spec.engine import BOARD_FREQ_MHZ, BOARD_LANES, OOC_FREQ_MHZ
-
-    p = sub.add_parser("synth", help="build the engine for an ECP5 board (Yosys, nextpnr, "
-                                     "ecppack; YoWASP) and print fmax and resource use")
-    p.add_argument("--board", default="ulx3s-85f",
-                   help="target board: ulx3s-85f (default), orangecrab-85f, ecpix5-85")
-    p.add_argument("--bus-width", type=int, default=64, help="64, 128, 256 or 512 (default 64)")
-    p.add_argument("--max-features", type=int, default=2048, help="N_max (default 2048)")
-    p.add_argument("--max-batch", type=int, default=256, help="B_max (default 256)")
+    p = _subparser(sub, "synth", "build the engine for an ECP5 board (Yosys, nextpnr, ecppack; "
+                                 "YoWASP) and print fmax and resource use")
+    p.add_argument("--board", default="ulx3s-85f", choices=sorted(BOARDS),
+                   help="target board")
+    _add_build_options(p, _BOARD)
     p.add_argument("--lanes", type=int, default=BOARD_LANES,
-                   help=f"lanes L, a power of two from 2 to W/2 (default {BOARD_LANES}: the "
-                        "W=64 board build routes on an 85F; docs/results/synthesis.md)")
+                   help="lanes L, a power of two from 2 to W/2 (the W=64 board build with this "
+                        "many routes on an 85F; docs/results/synthesis.md)")
     p.add_argument("--freq", type=float, default=None, metavar="MHZ",
-                   help=f"target engine clock in MHz (default {BOARD_FREQ_MHZ:g}, which the "
-                        f"default board build meets; {OOC_FREQ_MHZ:g} with --ooc, the goal)")
+                   help=f"target engine clock in MHz (none given: {BOARD_FREQ_MHZ:g}, which the "
+                        f"board build meets; {OOC_FREQ_MHZ:g} with --ooc, the goal)")
     p.add_argument("--ooc", action="store_true",
                    help="out of context: the engine alone with registered, LFSR-driven inputs "
                         "and XOR-folded outputs (zipsgd/hw/ooc.py), clocked from the board "
                         "clock pin constrained to --freq")
     seeds = p.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, default=None,
-                       help="nextpnr placement seed (default: nextpnr's); routed fmax moves "
+                       help="nextpnr placement seed (none given: nextpnr's); routed fmax moves "
                             "by several MHz between seeds")
     seeds.add_argument("--seeds", default=None, metavar="LIST",
                        help="try these placement seeds (e.g. 1-6 or 2,5,9) in order until one "
                             "meets timing, each built in OUTPUT/seed<N>; the best is copied to "
                             "OUTPUT")
     p.add_argument("--jobs", type=int, default=1,
-                   help="with --seeds, builds run at a time (default 1; each takes one core)")
+                   help="with --seeds, builds run at a time (each takes one core)")
     p.add_argument("--seed-minutes", type=float, default=None, metavar="M",
                    help="with --seeds, stop a seed's build after M minutes (a router that "
-                        "does not converge) and go on with the next (default: no limit)")
+                        "does not converge) and go on with the next (none given: no limit)")
     p.add_argument("-o", "--output", default="build/synth", help="build folder")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(run=_run_synth)
 
 
 def _run_synth(args) -> int:
-    from .hw import synth
-    from .spec.engine import EngineParams
-
     params = EngineParams(args.bus_width, args.max_features, args.max_batch, args.lanes)
     if args.seed_minutes is not None and args.seeds is None:
-        from .spec.errors import ConfigError
 
         raise ConfigError(f"--seed-minutes limits each seed of --seeds; found it "
                           f"({args.seed_minutes:g}) without --seeds")
@@ -444,6 +480,24 @@ def _run_synth(args) -> int:
     if status:
         print(message, file=sys.stderr)
     return status
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help that ends every option's text with its default (when it has one)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if (default is not None and default is not False and default != argparse.SUPPRESS
+                and action.option_strings and "%(default)" not in text):
+            shown = (",".join(map(str, default)) if isinstance(default, tuple)
+                     else " ".join(map(str, default)) if isinstance(default, list) else default)
+            text += f" (default: {str(shown).replace('%', '%%')})"
+        return text
+
+
+def _subparser(sub, name: str, text: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=text, description=text, formatter_class=_HelpFormatter)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -339,7 +339,7 @@ def test_stream_file_layout_overrides_settings(two_epoch_file):
 
 
 def test_stream_file_needs_the_golden_backend(two_epoch_file):
-    with pytest.raises(ConfigError, match="golden or verilator backend, found 'float'"):
+    with pytest.raises(ConfigError, match="golden model or an engine backend .*found 'float'"):
         train_stream_file(two_epoch_file, replace(BASE, backend="float"))
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
 from zipsgd.sim import runner
-from zipsgd.spec.engine import EngineParams
+from zipsgd.spec.engine import EngineParams, sim_params
 
 ROUNDINGS = ("stochastic", "half-even", "truncate")
 
@@ -82,7 +82,7 @@ def run_engine(params: EngineParams, runs: list[dict], tmp_path, axis_source=Fal
 
 @pytest.mark.parametrize("bus_width", [64, 128])
 def test_engine_sweep(bus_width, tmp_path, sim_options):
-    params = EngineParams(bus_width=bus_width, max_features=1024, max_batch=64)
+    params = sim_params(bus_width)
     lanes = params.lanes
     runs = sweep_runs(params, feature_counts=(1, lanes - 1, lanes + 1, 300),
                       batches=(1, 16, 64)) + special_runs(params)
@@ -99,7 +99,7 @@ def test_engine_sweep_sliced(bus_width, lanes, feature_counts, tmp_path, sim_opt
     """Fewer lanes than fields per beat (W = 64, L = 4: beats of up to 32 fields are issued as
     up to 8 slices; W = 128, L = 2: up to 32 slices); feature counts around the lane count and
     the slice and beat sizes."""
-    params = EngineParams(bus_width=bus_width, max_features=1024, max_batch=64, lanes=lanes)
+    params = sim_params(bus_width, lanes)
     runs = sweep_runs(params, feature_counts=feature_counts, batches=(1, 16, 64)) \
         + special_runs(params)
     report = run_engine(params, runs, tmp_path, **sim_options)
@@ -108,7 +108,7 @@ def test_engine_sweep_sliced(bus_width, lanes, feature_counts, tmp_path, sim_opt
 
 def test_engine_errors_and_recovery_sliced(sim_options):
     """The error cases with beats of several slices: an error never leaves a half-issued beat."""
-    params = EngineParams(bus_width=64, max_features=1024, max_batch=64, lanes=4)
+    params = sim_params(64, lanes=4)
     runner.build_and_test(ZipsgdEngine(params), TOP_NAME, "zipsgd.sim.engine_bench",
                           testcase="framing_and_config_errors",
                           test_params={"params": params.__dict__}, **sim_options)
@@ -117,7 +117,7 @@ def test_engine_errors_and_recovery_sliced(sim_options):
 def test_engine_with_cocotbext_source(tmp_path, sim_options):
     """The same scoreboard with cocotbext-axi's AxiStreamSource (a frame per sample) and its
     pause generator: fixed and random idle patterns."""
-    params = EngineParams(bus_width=64, max_features=1024, max_batch=64)
+    params = sim_params(64)
     runs = [{"config": _config("double", 3, 50, 16, seed=4), "samples": 40, "epochs": 2,
              "seed": 21, "idle": 0.5},
             {"config": _config("raw32", 32, 9, 4, mode="delayed", seed=5), "samples": 13,
@@ -130,7 +130,7 @@ def test_engine_with_cocotbext_source(tmp_path, sim_options):
 
 def test_engine_errors_and_recovery(sim_options):
     """Framing errors, refused settings, start while busy, model port while busy."""
-    params = EngineParams(bus_width=64, max_features=1024, max_batch=64)
+    params = sim_params(64)
     runner.build_and_test(ZipsgdEngine(params), TOP_NAME, "zipsgd.sim.engine_bench",
                           testcase="framing_and_config_errors",
                           test_params={"params": params.__dict__}, **sim_options)
@@ -139,7 +139,7 @@ def test_engine_errors_and_recovery(sim_options):
 @pytest.mark.slow
 @pytest.mark.parametrize("bus_width", [256, 512])
 def test_engine_sweep_wide_buses(bus_width, tmp_path, sim_options):
-    params = EngineParams(bus_width=bus_width, max_features=1024, max_batch=64)
+    params = sim_params(bus_width)
     lanes = params.lanes
     runs = sweep_runs(params, feature_counts=(1, lanes - 1, lanes + 1, 700),
                       batches=(1, 16, 64), seeds=(1,)) + special_runs(params)

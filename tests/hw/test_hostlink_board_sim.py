@@ -15,14 +15,14 @@ from zipsgd.host.pack import pack_source
 from zipsgd.host.train import TrainSettings, train_stream_file
 from zipsgd.host.zsgd_file import StreamFile
 from zipsgd.sim.board_sim import simulated_board
-from zipsgd.spec.engine import EngineParams
+from zipsgd.spec.engine import SIM_MAX_BATCH, SIM_MAX_FEATURES, sim_params
 from zipsgd.spec.errors import LinkError
 from zipsgd.spec.link import Command
 
 # The engine build the other simulation tests use (W = 64, N_max = 1024, B_max = 64).
 SETTINGS = TrainSettings(backend="board-sim", bits=3, epochs=3, batch_size=8, step_size=0.25,
-                         max_features=1024, max_batch=64, seed=4)
-PARAMS = EngineParams(64, max_features=1024, max_batch=64)
+                         max_features=SIM_MAX_FEATURES, max_batch=SIM_MAX_BATCH, seed=4)
+PARAMS = sim_params(64)
 
 
 def test_training_on_the_simulated_board_is_bit_exact(tmp_path):

@@ -16,9 +16,9 @@ import pytest
 
 from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
 from zipsgd.sim import runner, soak, stress
-from zipsgd.spec.engine import EngineParams
+from zipsgd.spec.engine import sim_params
 
-PARAMS = EngineParams(bus_width=64, max_features=1024, max_batch=64)
+PARAMS = sim_params(64)
 
 
 def run_bench(testcase: str, plan: dict, tmp_path, sim_options) -> list[dict]:

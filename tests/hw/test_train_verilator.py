@@ -8,10 +8,11 @@ from zipsgd.host.datasets import open_source
 from zipsgd.host.pack import pack_source
 from zipsgd.host.train import TrainSettings, load_scaled, train_in_memory, train_stream_file
 from zipsgd.host.zsgd_file import StreamFile
+from zipsgd.spec.engine import SIM_MAX_BATCH, SIM_MAX_FEATURES
 
 # The build of the engine simulation tests (W = 64, N_max = 1024, B_max = 64): cached once.
 SETTINGS = TrainSettings(backend="verilator", bits=3, epochs=2, batch_size=16, step_size=0.25,
-                         max_features=1024, max_batch=64, seed=4)
+                         max_features=SIM_MAX_FEATURES, max_batch=SIM_MAX_BATCH, seed=4)
 
 
 def test_in_memory_training_is_bit_exact_with_the_golden_model():

@@ -19,14 +19,15 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import serial
 
 from ..spec import link
 from ..spec import registers as regs
-from ..spec.engine import EngineParams, RunConfig
+from ..spec.engine import SIM_MAX_BATCH, SIM_MAX_FEATURES, EngineParams, RunConfig, sim_params
 from ..spec.errors import LinkError
-from ..spec.link import CODE_TEXT, NOT_EXECUTED, Code, Command, Frame
+from ..spec.link import CODE_TEXT, DEFAULT_BAUD, NOT_EXECUTED, Code, Command, Frame
 
-__all__ = ["BoardLink", "SerialTransport", "open_serial", "run_board_job", "train_on_board",
+__all__ = ["BoardLink", "SerialTransport", "open_serial", "run_board_job",
            "board_sim_params", "contiguous_runs"]
 
 FRAMING_ERRORS = frozenset({Code.BAD_CRC, Code.GAP_TIMEOUT, Code.BAD_LENGTH})
@@ -36,16 +37,12 @@ class SerialTransport:
     """A pyserial port as a transport (``read`` waits at most ``poll`` seconds)."""
 
     def __init__(self, port: str, baud: int, poll: float = 0.01):
-        import serial
-
         try:
             self.serial = serial.Serial(port, baud, timeout=poll)
         except (serial.SerialException, OSError, ValueError) as error:
             raise LinkError(f"cannot open serial port {port!r} at {baud} baud: {error}") from None
 
     def write(self, data: bytes) -> None:
-        import serial
-
         try:
             self.serial.write(data)
             self.serial.flush()
@@ -53,8 +50,6 @@ class SerialTransport:
             raise LinkError(f"writing to {self.serial.port!r} failed: {error}") from None
 
     def read(self, size: int) -> bytes:
-        import serial
-
         try:
             return self.serial.read(max(1, min(size, self.serial.in_waiting or 1)))
         except (serial.SerialException, OSError) as error:
@@ -64,7 +59,7 @@ class SerialTransport:
         self.serial.close()
 
 
-def open_serial(port: str, baud: int = 115200, **options) -> BoardLink:
+def open_serial(port: str, baud: int = DEFAULT_BAUD, **options) -> BoardLink:
     """A :class:`BoardLink` over a serial port (``options``: see :class:`BoardLink`)."""
     return BoardLink(SerialTransport(port, baud), **options)
 
@@ -281,7 +276,7 @@ def _beats(payload, beat_bytes: int, per_sample: int) -> tuple[list[int], list[b
 
 def run_board_job(board: BoardLink, params: EngineParams, epochs, initial_model,
                   progress: Callable[[int], None] | None = None) -> list[dict]:
-    """Run training epochs (``zipsgd.sim.engine_sim.EpochJob``) on a board; per epoch the
+    """Run training epochs (``zipsgd.host.backend.EpochJob``) on a board; per epoch the
     decoded status and the model words read back (the format of ``run_training_job``).
 
     Raises
@@ -321,30 +316,10 @@ def run_board_job(board: BoardLink, params: EngineParams, epochs, initial_model,
     return results
 
 
-#: The simulated board's build when a run fits it (the build of the other simulation tests).
-SIM_MAX_FEATURES, SIM_MAX_BATCH = 1024, 64
-
-
 def board_sim_params(params: EngineParams, epochs) -> EngineParams:
-    """The simulated board is a fixed build like a real board: ``N_max`` = 1024 and
-    ``B_max`` = 64 when the run's epochs fit (a smaller, faster build than the run's
-    ``params``, and the same numbers: only the limits differ), else ``params``."""
+    """The simulated board is a fixed build like a real board: the small simulation build
+    (``zipsgd.spec.engine.sim_params``) when the run's epochs fit it (faster to build than the
+    run's ``params``, and the same numbers: only the limits differ), else ``params``."""
     fits = all(e.config.n_features <= SIM_MAX_FEATURES and e.config.batch_size <= SIM_MAX_BATCH
                for e in epochs)
-    if not fits:
-        return params
-    return EngineParams(params.bus_width, SIM_MAX_FEATURES, SIM_MAX_BATCH, params.lanes)
-
-
-def train_on_board(settings, params: EngineParams, epochs, initial_model,
-                   progress: Callable[[int], None] | None = None) -> list[dict]:
-    """:func:`run_board_job` for a training run's settings: the board on ``settings.port``
-    (backend ``board``), or the simulated board for ``params`` (backend ``board-sim``)."""
-    if settings.backend == "board":
-        with open_serial(settings.port, settings.baud) as board:
-            return run_board_job(board, params, epochs, initial_model, progress)
-    from ..sim.board_sim import simulated_board
-
-    with simulated_board(board_sim_params(params, epochs)) as path, \
-            open_serial(path, settings.baud, timeout=10.0, quiet=0.3) as board:
-        return run_board_job(board, params, epochs, initial_model, progress)
+    return sim_params(params.bus_width, params.lanes) if fits else params

@@ -22,16 +22,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..spec.engine import BOARD_FREQ_MHZ, BOARD_LANES, UPDATE_WINDOW, EngineParams
+import numpy as np
+
+from ..spec.engine import (
+    BOARD_FREQ_MHZ,
+    BOARD_LANES,
+    SIM_MAX_BATCH,
+    SIM_MAX_FEATURES,
+    UPDATE_WINDOW,
+    EngineParams,
+)
 from ..spec.errors import ConfigError
 from ..spec.stream import BUS_WIDTHS, Encoding, StreamLayout
+from .train import UPDATE_MODES, ScaledData, TrainSettings, train_in_memory
 
 __all__ = ["Platform", "PLATFORMS", "EngineModel", "epoch_cost", "predicted_cycles",
-           "encodings_for", "perf_table", "epochs_to_target", "measure_cycles_busy",
-           "UPDATE_MODES", "TARGET_GAP"]
-
-UPDATE_MODES = ("exact", "delayed")
-
+           "encodings_for", "perf_table", "measure_cycles_busy",
+           "TARGET_GAP"]
 
 @dataclass(frozen=True)
 class Platform:
@@ -301,48 +308,22 @@ def perf_table(platform: Platform, n_samples: int, n_features: int, bits=(1, 2, 
 TARGET_GAP = 0.01
 
 
-def epochs_to_target(source: str, rows: list[dict], epochs: int, batch: int, update_mode: str,
-                     step_size: float, bus_width: int, seed: int = 0) -> dict:
-    """Train float SGD and the golden model of every row's encoding for ``epochs`` epochs on
-    ``source``; set each row's ``epochs_to_target`` (the first epoch whose training loss is at
-    most float SGD's final loss times ``1 + TARGET_GAP``; None if none is) and
-    ``time_to_target_s`` (that many epochs of ``time_s``). Returns the target.
-    (:func:`zipsgd.host.time_to_accuracy.time_to_accuracy` is the full study.)"""
-    from .time_to_accuracy import Schedule, first_epoch_reaching, training_curves
-    from .train import load_scaled
-
-    curves = training_curves(load_scaled(source), [(r["encoding"], r["bits"]) for r in rows],
-                             Schedule(epochs, batch, step_size, update_mode, seed), bus_width)
-    target = curves["target_loss"]
-    for row in rows:
-        losses = curves["losses"][(row["encoding"], row["bits"])]
-        row["epochs_to_target"] = first_epoch_reaching(losses, target)
-        row["time_to_target_s"] = (None if row["epochs_to_target"] is None
-                                   else row["epochs_to_target"] * row["time_s"])
-        row["final_loss"] = losses[-1]
-    return {"float_final_loss": curves["float_losses"][-1], "target_loss": target,
-            "gap": TARGET_GAP}
-
-
 def measure_cycles_busy(encoding: str, bits: int, n_features: int, n_samples: int, batch: int,
                         update_mode: str, bus_width: int = 64, seed: int = 1,
                         lanes: int | None = None) -> dict:
     """Run one epoch of synthetic data on the simulated engine (Verilator; ``bus_width``,
-    ``N_max`` = 1024, ``B_max`` = 64, ``lanes``, input never idle) and return its counters:
+    the small simulation build, ``lanes``, input never idle) and return its counters:
     ``beats``, ``cycles_busy``, ``update_stall``, ``starved`` and ``bit_exact`` (against the
     golden model). Takes 10 to 60 s; this is how the fixture of ``tests/host/test_perf.py``
     is made."""
-    import numpy as np
-
-    from .train import ScaledData, TrainSettings, train_in_memory
-
     rng = np.random.default_rng(seed)
     features = rng.uniform(-1, 1, (n_samples, n_features))
     labels = np.clip(features @ (rng.uniform(-1, 1, n_features) / n_features), -1, 1)
     data = ScaledData("synthetic", labels, features, lambda m: (m, 0.0))
     settings = TrainSettings(backend="verilator", encoding=encoding, bits=bits, epochs=1,
                              batch_size=batch, update_mode=update_mode, bus_width=bus_width,
-                             max_features=1024, max_batch=64, step_size=0.1, lanes=lanes)
+                             max_features=SIM_MAX_FEATURES, max_batch=SIM_MAX_BATCH,
+                             step_size=0.1, lanes=lanes)
     record = train_in_memory(data, settings)["epochs"][0]
     return {"beats": record["beats"], "cycles_busy": record["cycles"],
             "update_stall": record["cycles_update_stall"], "starved": record["cycles_starved"],

@@ -64,7 +64,7 @@ def _num(value) -> str:
 def plot_losses(reports: dict, path, force: bool = False, title: str = "",
                 optimum: float | None = None) -> None:
     """Plot training loss per epoch of several reports (label -> report) into a PNG."""
-    import matplotlib
+    import matplotlib  # imported when a plot is drawn: it takes a second to load
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

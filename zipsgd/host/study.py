@@ -17,6 +17,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..spec.errors import OutputExistsError
+from .datasets import open_source
+from .pack import pack_source
 from .report import plot_losses, write_json, write_text
 from .train import TrainSettings, load_scaled, train_in_memory
 
@@ -172,9 +174,6 @@ def run_demo(out="build/demo", epochs: int = 5, spec: str = "synthetic:100") -> 
     """The README's main job: pack ``spec`` at 4 bits (double sampling) into a ``.zsgd`` file,
     train on the generated engine simulated by Verilator, with the golden model and float SGD
     side by side, check every epoch bit for bit, and save a plot and the reports."""
-    from .datasets import open_source
-    from .pack import pack_source
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     base = TrainSettings(epochs=epochs, batch_size=16, step_size=0.125, bits=4)

@@ -27,10 +27,11 @@ from pathlib import Path
 from ..spec.errors import ConfigError, DatasetError, OutputExistsError
 from ..spec.stream import Encoding, StreamLayout
 from .cpu_baseline import machine_description, measure_cpu_baseline
-from .perf import PLATFORMS, TARGET_GAP, UPDATE_MODES, Platform, epoch_cost
+from .perf import PLATFORMS, TARGET_GAP, Platform, epoch_cost
 from .report import write_json, write_text
 from .study import STUDY_DATASETS, tune_alpha
-from .train import TrainSettings, load_scaled, train_in_memory
+from .train import UPDATE_MODES, TrainSettings, load_scaled, train_in_memory
+from .zsgd_file import atomic_output
 
 __all__ = ["Schedule", "schedule_for", "first_epoch_reaching", "training_curves",
            "FieldLayout", "time_to_accuracy", "format_table", "summary_lines", "plot_curves",
@@ -331,12 +332,10 @@ def _slug(text: str) -> str:
 def plot_curves(result: dict, path, force: bool = False) -> None:
     """Training loss against bytes moved (left) and against modeled time (right, with the CPU
     baseline's measured time) for every encoding, into one PNG (written atomically)."""
-    import matplotlib
+    import matplotlib  # imported when a plot is drawn: it takes a second to load
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from .zsgd_file import atomic_output
 
     fig, (by_bytes, by_time) = plt.subplots(1, 2, figsize=(11, 4.4), dpi=100)
     palette = plt.get_cmap("tab10")

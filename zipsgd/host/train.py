@@ -1,21 +1,12 @@
 """Training runs: one driver for every backend, one report format.
 
 A run takes a data set held in memory (scaled to [-1, 1]) or a ``.zsgd`` file, trains epoch by
-epoch on a backend and records, per epoch, the training loss, the loss the engine accumulated
-and the bytes streamed.  Backends:
-
-``float``
-    float64 mini-batch SGD on the unquantized scaled data (:mod:`zipsgd.golden.float_sgd`).
-``golden``
-    the bit-exact engine model (:class:`zipsgd.golden.engine.GoldenEngine`) reading the packed
-    stream; each epoch is quantized afresh with ``epoch_rng(seed, epoch)`` (the paper's
-    refetching), or read from the file.
-``verilator``, ``board``, ``board-sim``
-    the golden model, and the same epochs on the generated engine, checked against it bit for
-    bit after every epoch (model words read back, status counters): simulated by Verilator with
-    its bus ports driven directly; on a board through the host link (``port``, ``baud``;
-    ``docs/HOSTLINK.md``); or on the simulated board through the same link (the bridge and the
-    engine in Verilator, their UART on a pseudo-terminal opened with pyserial).
+epoch on a backend (:mod:`zipsgd.host.backend`: ``float``, ``golden``, and the backends that
+run the generated engine, ``verilator``, ``board``, ``board-sim``) and records, per epoch, the
+training loss, the loss the engine accumulated and the bytes streamed.  The golden model reads
+the packed stream; each epoch is quantized afresh with ``epoch_rng(seed, epoch)`` (the paper's
+refetching), or read from the file.  An engine backend runs the same epochs, and the driver
+checks its model words and status counters against the golden model's after every epoch.
 
 Step sizes follow ``gamma_k = alpha / k`` for epoch ``k`` (from 1).  The engine's registers get
 ``alpha_k / B`` (step), ``eta = gamma*l2/(1+gamma*l2)`` (decay) and ``gamma*l1/(1+gamma*l2)``
@@ -24,6 +15,7 @@ Step sizes follow ``gamma_k = alpha / k`` for epoch ``k`` (from 1).  The engine'
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import time
 from collections.abc import Callable
@@ -31,7 +23,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .. import __version__
 from ..golden.engine import GoldenEngine
 from ..golden.float_sgd import (
     SgdSettings,
@@ -52,29 +43,41 @@ from ..spec.engine import (
 )
 from ..spec.errors import ConfigError, DatasetError
 from ..spec.fixed import RoundingMode
+from ..spec.link import DEFAULT_BAUD
+from ..spec.registers import epoch_status
 from ..spec.stream import Encoding, StreamLayout, pack_fields
+from .backend import EpochJob, get_backend
 from .datasets import open_source
 from .quantize import epoch_rng, quantize_fields
 from .scaling import ColumnStats, Scaler
 from .zsgd_file import Scaling, StreamFile
 
 __all__ = ["TrainSettings", "ScaledData", "load_scaled", "train_in_memory", "train_stream_file",
-           "BACKENDS", "engine_run_config", "lssvm_labels"]
+           "engine_run_config", "lssvm_labels", "LOSSES", "UPDATE_MODES", "ROUNDINGS"]
 
-BACKENDS = ("float", "golden", "verilator", "board", "board-sim")
-#: Backends that run the generated engine and check it against the golden model.
-ENGINE_BACKENDS = ("verilator", "board", "board-sim")
 LOSSES = ("squared", "lssvm")
+UPDATE_MODES = tuple(mode.name.lower() for mode in UpdateMode)
+ROUNDINGS = tuple(mode.name.lower().replace("_", "-") for mode in RoundingMode)
+_REGISTERS = RunConfig()  # the register defaults: formats, bits, rounding
+_BUILD = EngineParams()  # the build defaults: bus width, N_max, B_max
 
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """Everything that defines a training run (stored verbatim in the report)."""
+    """Everything that defines a training run (stored verbatim in the report).  These are the
+    run defaults of the command line and of every other caller; the register formats and the
+    build limits default to the engine's own (``RunConfig``, ``EngineParams``).
+
+    Raises
+    ------
+    ConfigError
+        If a setting is out of its range, or the backend cannot run these settings.
+    """
 
     backend: str = "golden"
-    encoding: str = "double"
-    bits: int = 4
-    bus_width: int = 64
+    encoding: str = _REGISTERS.encoding.name.lower()
+    bits: int = _REGISTERS.bits
+    bus_width: int = _BUILD.bus_width
     epochs: int = 10
     batch_size: int = 16
     step_size: float = 0.5
@@ -82,24 +85,20 @@ class TrainSettings:
     l2: float = 0.0
     l1: float = 0.0
     seed: int = 0
-    update_mode: str = "exact"
-    rounding: str = "stochastic"
-    model_width: int = 32
-    model_frac: int = 24
-    grad_width: int = 32
-    grad_frac: int = 24
-    max_features: int = 32768
-    max_batch: int = 1024
-    lanes: int | None = None
+    update_mode: str = _REGISTERS.update_mode.name.lower()
+    rounding: str = _REGISTERS.rounding.name.lower().replace("_", "-")
+    model_width: int = _REGISTERS.model_width
+    model_frac: int = _REGISTERS.model_frac
+    grad_width: int = _REGISTERS.grad_width
+    grad_frac: int = _REGISTERS.grad_frac
+    max_features: int = _BUILD.max_features
+    max_batch: int = _BUILD.max_batch
+    lanes: int | None = None  # W / 2
     port: str | None = None  # the board's serial port (backend "board")
-    baud: int = 115200
+    baud: int = DEFAULT_BAUD
 
     def __post_init__(self):
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, "
-                              f"found {self.backend!r}")
-        if self.backend == "board" and not self.port:
-            raise ConfigError("the board backend needs the serial port (--port), found none")
+        get_backend(self.backend).check(self)
         if self.loss not in LOSSES:
             raise ConfigError(f"loss must be squared or lssvm, found {self.loss!r}")
         for name in ("step_size", "l1", "l2"):
@@ -113,7 +112,7 @@ class TrainSettings:
             raise ConfigError(f"step size must be > 0, found {self.step_size!r}")
         if self.l1 < 0 or self.l2 < 0:
             raise ConfigError(f"l1 and l2 must be >= 0, found {self.l1}, {self.l2}")
-        if self.update_mode not in ("exact", "delayed"):
+        if self.update_mode not in UPDATE_MODES:
             raise ConfigError(f"update mode must be exact or delayed, found "
                               f"{self.update_mode!r}")
         try:
@@ -225,9 +224,9 @@ def _optimum(data: ScaledData, settings: TrainSettings) -> dict:
 
 
 def _report_base(source: str, settings: TrainSettings, n_samples: int, n_features: int) -> dict:
-    return {"zipsgd_version": __version__, "source": source, "settings": asdict(settings),
-            "seed": settings.seed, "n_samples": n_samples, "n_features": n_features,
-            "layout": str(settings.layout()), "epochs": []}
+    return {"zipsgd_version": importlib.metadata.version("zipsgd"), "source": source,
+            "settings": asdict(settings), "seed": settings.seed, "n_samples": n_samples,
+            "n_features": n_features, "layout": str(settings.layout()), "epochs": []}
 
 
 def _finish(report: dict, model_scaled: np.ndarray, inverse_model, engine) -> dict:
@@ -261,7 +260,7 @@ def train_in_memory(data: ScaledData, settings: TrainSettings, progress=None) ->
     def exact_loss(model):
         return objective(data.features, data.labels, model, settings.l2, settings.l1)
 
-    if settings.backend == "float":
+    if get_backend(settings.backend).kind == "float":
         model = np.zeros(n_features)
         for epoch in range(1, settings.epochs + 1):
             started = time.perf_counter()
@@ -295,6 +294,8 @@ def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: 
     epoch by epoch); append the epoch records to ``report``; return the golden engine."""
     layout = settings.layout()
     params = settings.engine_params()
+    backend = get_backend(settings.backend)
+    checked = backend.kind == "engine"
     engine = None
     jobs, expected = [], []
     for epoch in range(1, settings.epochs + 1):
@@ -315,34 +316,27 @@ def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: 
         record["loss_original_units"] = None if loss is None else loss * label_scale**2
         record["seconds"] = time.perf_counter() - started
         report["epochs"].append(record)
-        if settings.backend in ENGINE_BACKENDS:
-            from ..sim.engine_sim import EpochJob
+        if checked:
             jobs.append(EpochJob(config, payload, n_samples, write_seed=epoch == 1))
             expected.append((status, engine.model.copy()))
         elif progress is not None:
             progress(epoch, record)
-    if settings.backend in ENGINE_BACKENDS:
-        _simulate(report, settings, params, jobs, expected, n_features, progress, exact_loss,
-                  label_scale)
+    if checked:
+        _check_engine(report, backend, settings, params, jobs, expected, n_features, progress,
+                      exact_loss, label_scale)
     return engine
 
 
-def _simulate(report, settings, params, jobs, expected, n_features, progress, exact_loss,
-              label_scale) -> None:
-    """Run the epochs on the simulated engine and check each against the golden model."""
-    from ..sim.engine_sim import run_training_job
-    from ..spec.registers import epoch_status
+def _check_engine(report, backend, settings, params, jobs, expected, n_features, progress,
+                  exact_loss, label_scale) -> None:
+    """Run the epochs on the engine backend and check each against the golden model."""
 
     def on_epoch(done):
         if progress is not None:
             progress(done, None)
 
     initial = np.zeros(n_features, dtype=np.int64)
-    if settings.backend == "verilator":
-        results = run_training_job(params, jobs, initial, on_epoch)
-    else:
-        from .board import train_on_board
-        results = train_on_board(settings, params, jobs, initial, on_epoch)
+    results = backend.run_epochs(settings, params, jobs, initial, on_epoch)
     report["golden_backend_check"] = "model words and status compared with the golden model"
     for record, result, (status, words) in zip(report["epochs"], results, expected,
                                                strict=True):
@@ -384,9 +378,10 @@ def train_stream_file(stream: StreamFile, settings: TrainSettings, progress=None
     encoding, bits and bus width override ``settings``'.  Only the engine's own loss is known
     (the float data are not in the file)."""
     header = stream.header
-    if settings.backend not in ("golden", *ENGINE_BACKENDS):
-        raise ConfigError(f"a .zsgd file trains on the board, board-sim, golden or verilator "
-                          f"backend, found {settings.backend!r}")
+    if get_backend(settings.backend).kind == "float":
+        raise ConfigError(f"a .zsgd file trains on the golden model or an engine backend (not "
+                          f"float SGD, which needs the unquantized data), found "
+                          f"{settings.backend!r}")
     layout = header.layout
     settings = TrainSettings(**{**asdict(settings), "encoding": layout.encoding.name.lower(),
                                 "bits": layout.bits, "bus_width": layout.bus_width})

@@ -20,6 +20,7 @@ constraint is raised to the requested frequency, which measures the engine alone
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 from amaranth.build import Attrs, Pins, Resource, Subsignal
@@ -29,6 +30,7 @@ from amaranth.lib.cdc import ResetSynchronizer
 
 from ..spec.engine import BOARD_FREQ_MHZ, EngineParams
 from ..spec.errors import ConfigError
+from ..spec.link import DEFAULT_BAUD
 from .hostlink import LinkedEngine, LinkParams
 
 __all__ = ["BOARDS", "Board", "PllConfig", "pll_dividers", "board_platform", "ClockedTop",
@@ -74,8 +76,6 @@ def board_platform(board: str):
     """
     if board not in BOARDS:
         raise ConfigError(f"board must be one of {sorted(BOARDS)}, found {board!r}")
-    import importlib
-
     module, cls = BOARDS[board].platform_path.split(":")
     return getattr(importlib.import_module(module), cls)()
 
@@ -169,7 +169,7 @@ class EngineBoardTop(ClockedTop):
     """
 
     def __init__(self, params: EngineParams, *, board: str = "ulx3s-85f",
-                 freq_mhz: float = BOARD_FREQ_MHZ, ooc: bool = False, baud: int = 115200):
+                 freq_mhz: float = BOARD_FREQ_MHZ, ooc: bool = False, baud: int = DEFAULT_BAUD):
         if board not in BOARDS:
             raise ConfigError(f"board must be one of {sorted(BOARDS)}, found {board!r}")
         self._board, self._ooc = board, ooc

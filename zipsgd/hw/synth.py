@@ -25,12 +25,14 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from ..spec.engine import BOARD_FREQ_MHZ, OOC_FREQ_MHZ, EngineParams
-from ..spec.errors import ZipsgdError
+from ..spec.errors import ConfigError, ZipsgdError
 from .arith import REPLICA_ATTRIBUTE
 from .boards import BOARDS, EngineBoardTop, board_platform
 from .core import UNUSED_COLLISION_ATTRIBUTE
@@ -310,8 +312,6 @@ def _run_script(plan, out: Path, timeout_s: float | None = None, live: set | Non
     not only the shell; that group does not get the terminal's interrupt, so an interrupt
     here stops it, and a caller waiting in another thread stops the processes in ``live``
     (the script's process is in it while it runs) with :func:`_stop`."""
-    import subprocess
-
     logs = f"see {out}/top.rpt (Yosys) and {out}/top.tim (nextpnr)"
     try:
         process = subprocess.Popen(["sh", f"{plan.script}.sh"], cwd=out, process_group=0)
@@ -344,8 +344,6 @@ def _check_timing(summary: dict, out: Path) -> None:
 
 
 def _validate(board: str, seeds) -> None:
-    from ..spec.errors import ConfigError
-
     if board not in BOARDS:
         raise ConfigError(f"board must be one of {sorted(BOARDS)}, found {board!r}")
     for seed in seeds:
@@ -397,8 +395,6 @@ def parse_seeds(text: str) -> list[int]:
     ConfigError
         Not such a list of integers >= 0 (the message names what was found).
     """
-    from ..spec.errors import ConfigError
-
     seeds: list[int] = []
     for part in text.split(","):
         match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
@@ -445,10 +441,6 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
     TimingError
         As :func:`run_synth`; timing is judged on the best build.
     """
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-
-    from ..spec.errors import ConfigError
-
     if not seeds or len(set(seeds)) != len(seeds):
         raise ConfigError(f"seeds must be a non-empty list without repeats, found {seeds!r}")
     if not (isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1):

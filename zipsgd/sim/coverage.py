@@ -27,12 +27,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from zipsgd.spec.engine import EngineParams
+from amaranth.back import verilog
+
+from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
+from zipsgd.sim import runner, stress
+from zipsgd.sim.toolchain import find_verilator
+from zipsgd.spec.engine import EngineParams, sim_params
 
 __all__ = ["COVERAGE_PARAMS", "Point", "parse", "merge", "summarize", "uncovered_lines",
            "write_info", "main"]
 
-COVERAGE_PARAMS = EngineParams(bus_width=64, max_features=1024, max_batch=64)
+COVERAGE_PARAMS = sim_params(64)
 COVERAGE_KINDS = ("line", "toggle")
 
 _RECORD = re.compile(r"^C '(.*)' (\d+)\s*$")
@@ -275,20 +280,12 @@ def render(summary: dict, uncovered: list[dict], info: dict) -> str:
 # -- the run ----------------------------------------------------------------------------------
 
 def coverage_plan(params: EngineParams) -> dict:
-    from zipsgd.sim import stress
-
     return {"params": params.__dict__, "runs": stress.coverage_runs(params),
             "cases": stress.stress_cases(params, stress.patterns(n_random=20, seed=0)),
             "points": stress.reset_points(params, count=24, seed=0)}
 
 
 def run(out_dir: Path, params: EngineParams = COVERAGE_PARAMS, timeout_s: float = 7200) -> dict:
-    from amaranth.back import verilog
-
-    from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
-    from zipsgd.sim import runner
-    from zipsgd.sim.toolchain import find_verilator
-
     started = time.monotonic()
     text = verilog.convert(ZipsgdEngine(params), name=TOP_NAME, emit_src=True)
     built = runner.build(text, TOP_NAME, coverage=COVERAGE_KINDS)

@@ -16,29 +16,16 @@ from collections.abc import Callable
 from dataclasses import asdict, fields
 from pathlib import Path
 
-import numpy as np
-
+from ..host.backend import EpochJob
+from ..hw.top import TOP_NAME, ZipsgdEngine
 from ..spec.engine import EngineParams, RunConfig
 from .runner import build, run
 
-__all__ = ["EpochJob", "run_training_job", "build_engine"]
-
-
-class EpochJob:
-    """One epoch of a job: the register settings, the packed payload, whether to (re)write the
-    seed register before it."""
-
-    def __init__(self, config: RunConfig, payload: np.ndarray, samples: int,
-                 write_seed: bool = False):
-        self.config = config
-        self.payload = np.ascontiguousarray(payload, dtype=np.uint8)
-        self.samples = samples
-        self.write_seed = write_seed
+__all__ = ["run_training_job", "build_engine"]
 
 
 def build_engine(params: EngineParams, build_root=None):
     """Verilate the engine for ``params`` (cached); returns the runner's BuildResult."""
-    from ..hw.top import TOP_NAME, ZipsgdEngine
     return build(ZipsgdEngine(params), TOP_NAME, build_root=build_root)
 
 

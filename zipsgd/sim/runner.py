@@ -49,6 +49,11 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import cocotb
+import cocotb_tools.config
+from amaranth.back import verilog
+from cocotb_tools.runner import Verilator, get_runner
+
 from .toolchain import (
     OBJCACHE_DIR_ENV,
     activate,
@@ -103,8 +108,6 @@ public_flat_rw -module "{toplevel}" -var "*"
 
 def _top_public_verilator():
     """cocotb's Verilator runner without ``--public-flat-rw`` (see :data:`_PUBLIC_TOP`)."""
-    from cocotb_tools.runner import Verilator
-
     class TopPublicVerilator(Verilator):
         def _build_command(self):
             commands = super()._build_command()
@@ -198,8 +201,6 @@ def elaborate_verilog(design: Any, toplevel: str, ports: Sequence[Any] | None = 
     if isinstance(design, str):
         text = design
     else:
-        from amaranth.back import verilog
-
         kwargs: dict[str, Any] = {"name": toplevel, "emit_src": False}
         if ports is not None:
             kwargs["ports"] = ports
@@ -281,8 +282,6 @@ def build(
     """
     t0 = time.monotonic()
     tool = activate()
-    import cocotb
-    import cocotb_tools.config
 
     verilog = elaborate_verilog(design, toplevel, ports)
     waiver_path = Path(waivers).resolve() if waivers else None
@@ -450,8 +449,6 @@ def run(
     Raises :class:`SimulationFailed` if the simulator dies, the results file
     is missing, no test ran, or any test failed/errored.
     """
-    from cocotb_tools.runner import get_runner
-
     activate()
     waves = bool(built.waves) if waves is None else waves
     if waves and not built.waves:

@@ -24,15 +24,23 @@ from pathlib import Path
 
 import numpy as np
 
+from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
+from zipsgd.sim import runner
+from zipsgd.sim.runner import SimulationFailed
 from zipsgd.sim.stress import PRECISIONS, random_pattern, run_config
-from zipsgd.spec.engine import EngineParams, RunConfig, UpdateMode
+from zipsgd.spec.engine import (
+    EngineParams,
+    RunConfig,
+    UpdateMode,
+    sim_params,
+)
 from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.fixed import RoundingMode
 
 __all__ = ["SOAK_PARAMS", "soak_run", "run_beats", "plan_seeds", "main"]
 
 #: The engine build of the soak: the test suite's W = 64 build (cached).
-SOAK_PARAMS = EngineParams(bus_width=64, max_features=1024, max_batch=64)
+SOAK_PARAMS = sim_params(64)
 
 #: Model and gradient formats <WL_m, FL_m, WL_g, FL_g> the soak draws from: the default, two
 #: narrower ones and one that saturates.
@@ -117,9 +125,6 @@ def _entries(log: Path, seeds: list[int]) -> dict[int, dict]:
 
 
 def _simulate(seeds: list[int], log: Path, params: EngineParams, timeout_s: float):
-    from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
-    from zipsgd.sim import runner
-
     runner.build_and_test(ZipsgdEngine(params), TOP_NAME, "zipsgd.sim.stress_bench",
                           testcase="soak_runs", timeout_s=timeout_s,
                           test_params={"params": params.__dict__,
@@ -140,8 +145,6 @@ def soak(beats: int, master: int, log: Path, chunk_beats: int, timeout_s: float,
          params: EngineParams = SOAK_PARAMS, out=sys.stdout) -> dict:
     """Run the soak; returns the summary (``mismatches`` is 0 or 1: the soak stops at the
     first failure, whose seed and replay command are printed)."""
-    from zipsgd.sim.runner import SimulationFailed
-
     log.parent.mkdir(parents=True, exist_ok=True)
     seeds = plan_seeds(master, beats, params)
     with open(log, "a") as file:
@@ -207,8 +210,6 @@ def summarize_log(log: Path) -> dict:
 def replay(seed: int, log: Path, timeout_s: float, params: EngineParams = SOAK_PARAMS,
            out=sys.stdout) -> int:
     """Run configuration ``seed`` alone; 0 when it is bit-exact."""
-    from zipsgd.sim.runner import SimulationFailed
-
     log.parent.mkdir(parents=True, exist_ok=True)
     print(f"replay: configuration seed {seed}: {json.dumps(soak_run(seed, params))}", file=out)
     try:

@@ -17,11 +17,17 @@ Pattern kinds (``spec["kind"]``):
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import json
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
-from zipsgd.spec.engine import EngineParams, UpdateMode
+from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
+from zipsgd.sim import runner
+from zipsgd.spec.engine import EngineParams, UpdateMode, sim_params
 from zipsgd.spec.fixed import RoundingMode
 
 __all__ = ["FIXED_PATTERNS", "FAMILIES", "ERROR_KINDS", "RESET_KINDS", "PRECISIONS",
@@ -245,14 +251,7 @@ def measure(n_random: int = 20, seed: int = 0, resets: int = 24,
             params: EngineParams | None = None) -> dict:
     """Run the stress set (one simulation for the patterns, one for the resets) and return
     its figures; a mismatch raises :class:`zipsgd.sim.runner.SimulationFailed`."""
-    import json
-    import tempfile
-    from pathlib import Path
-
-    from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
-    from zipsgd.sim import runner
-
-    params = params or EngineParams(bus_width=64, max_features=1024, max_batch=64)
+    params = params or sim_params(64)
     plans = {"stress_patterns": {"cases": stress_cases(params, patterns(n_random, seed), seed)},
              "resets_mid_stream": {"points": reset_points(params, resets, seed)}}
     reports = {}
@@ -286,9 +285,6 @@ def measure(n_random: int = 20, seed: int = 0, resets: int = 24,
 
 
 if __name__ == "__main__":
-    import argparse
-    import json
-
     parser = argparse.ArgumentParser(prog="python -m zipsgd.sim.stress",
                                      description="Run the stress set and print its figures.")
     parser.add_argument("--random", type=int, default=20, help="random patterns")

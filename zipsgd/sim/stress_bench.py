@@ -32,6 +32,7 @@ from zipsgd.sim.engine_bench import (
     train_runs,
 )
 from zipsgd.sim.runner import test_params
+from zipsgd.sim.soak import soak_run
 from zipsgd.sim.stress import make_pattern
 from zipsgd.spec import registers as regs
 from zipsgd.spec.engine import EngineParams, RunConfig
@@ -311,8 +312,6 @@ async def resets_mid_stream(dut):
 async def soak_runs(dut):
     """The soak configurations of the given seeds (``zipsgd/sim/soak.py``), each logged as it ends;
     a mismatch is logged with its seed before the test fails."""
-    from zipsgd.sim.soak import soak_run
-
     p = test_params()
     params = EngineParams(**p["params"])
     soak = p["soak"]

@@ -40,8 +40,13 @@ __all__ = [
     "MODEL_STORAGE_WIDTH",
     "UPDATE_WINDOW",
     "BOARD_LANES",
+    "BOARD_MAX_FEATURES",
+    "BOARD_MAX_BATCH",
     "BOARD_FREQ_MHZ",
     "OOC_FREQ_MHZ",
+    "SIM_MAX_FEATURES",
+    "SIM_MAX_BATCH",
+    "sim_params",
     "clog2",
 ]
 
@@ -58,8 +63,16 @@ UPDATE_WINDOW = 15
 #: over placement seeds (the ULX3S preset of ``zipsgd/host/perf.py`` uses both).  Out-of-context
 #: builds default to the timing goal instead.
 BOARD_LANES = 4
+#: The board build's N_max and B_max (``zipsgd synth``): what a board holds for training.
+BOARD_MAX_FEATURES = 2048
+BOARD_MAX_BATCH = 256
 BOARD_FREQ_MHZ = 50.0
 OOC_FREQ_MHZ = 100.0
+#: The small simulation build (``N_max``, ``B_max``): the simulation tests, the soak, coverage,
+#: the cycle measurements of the performance model and the simulated board use it, because
+#: it builds in minutes and computes the same numbers as any larger build.
+SIM_MAX_FEATURES = 1024
+SIM_MAX_BATCH = 64
 
 #: Model words are stored in memories this wide; the run-time model format is at most this.
 MODEL_STORAGE_WIDTH = 32
@@ -267,6 +280,11 @@ class RunConfig:
     def with_(self, **changes) -> RunConfig:
         return replace(self, **changes)
 
+
+
+def sim_params(bus_width: int = 64, lanes: int | None = None) -> EngineParams:
+    """The small simulation build (:data:`SIM_MAX_FEATURES`, :data:`SIM_MAX_BATCH`)."""
+    return EngineParams(bus_width, SIM_MAX_FEATURES, SIM_MAX_BATCH, lanes)
 
 @dataclass
 class EpochStatus:

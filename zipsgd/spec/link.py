@@ -26,7 +26,7 @@ from amaranth.lib.crc import catalog
 from .errors import LinkError
 
 __all__ = [
-    "SOF", "CRC", "MAX_PAYLOAD", "MAX_WORDS", "ADDR_INCREMENT", "Command",
+    "SOF", "DEFAULT_BAUD", "CRC", "MAX_PAYLOAD", "MAX_WORDS", "ADDR_INCREMENT", "Command",
     "Code", "Frame", "Reply", "crc16", "encode_request", "encode_reply",
     "RequestParser", "ReplyParser", "beat_bytes", "max_beats", "encode_beats",
     "encode_read", "encode_write", "check_request", "render",
@@ -35,6 +35,8 @@ __all__ = [
 #: Start of every frame.  It may also appear inside a frame: the parser hunts for it only
 #: between frames, and a false start is caught by the CRC or the gap timeout.
 SOF = 0x5A
+#: The UART's baud rate of a board build and of the host driver unless told otherwise.
+DEFAULT_BAUD = 115200
 #: The frame CRC, bytewise: CRC-16/CCITT-FALSE, catalogued by reveng (and Amaranth) as
 #: CRC-16/IBM-3740.  ``CRC.compute(data)`` in software, ``CRC.create()`` in the bridge.
 _CRC_NAME = "CRC16_IBM_3740"
@@ -276,7 +278,7 @@ checks that this file equals the rendering. The bridge is `zipsgd/hw/hostlink.py
 `zipsgd/hw/uart.py`), the host driver `zipsgd/host/board.py`.
 
 The board's UART (8 data bits, no parity, one stop bit, LSB first; the baud rate is fixed when
-the bitstream is built, 115200 by default) carries frames between the host and a bridge that
+the bitstream is built, {default_baud} by default) carries frames between the host and a bridge that
 is an AXI4-Lite master of the engine's registers (`docs/REGISTERS.md`) and an AXI4-Stream
 master of its sample input. The host sends one request and waits for its reply (stop and
 wait); the bridge executes a request only after its last byte has arrived with a correct CRC.
@@ -359,7 +361,8 @@ def render() -> str:
     reflection = ("MSB first (not reflected)" if not (algo.reflect_input or algo.reflect_output)
                   else f"input reflected: {algo.reflect_input}, output reflected: "
                        f"{algo.reflect_output}")
-    return _DOC.format(sof=SOF, max_payload=MAX_PAYLOAD, req_over=7, rep_over=8,
+    return _DOC.format(sof=SOF, default_baud=DEFAULT_BAUD, max_payload=MAX_PAYLOAD, req_over=7,
+                       rep_over=8,
                        crc_name=_CRC_NAME, crc_width=algo.crc_width, poly=algo.polynomial,
                        init=algo.initial_crc, reflection=reflection, xor_out=algo.xor_output,
                        residue=CRC.residue(), max_bits=(MAX_PAYLOAD + 8) * 8, read=Command.READ,

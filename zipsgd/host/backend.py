@@ -1,0 +1,122 @@
+"""Backends: what a training run trains on, as objects found by name in one registry.
+
+A backend is one of three kinds (:attr:`Backend.kind`):
+
+``"float"``
+    float64 mini-batch SGD on the unquantized scaled data (:mod:`zipsgd.golden.float_sgd`).
+``"golden"``
+    the bit-exact engine model (:class:`zipsgd.golden.engine.GoldenEngine`) on the packed stream.
+``"engine"``
+    the golden model, and the same epochs on the generated engine, checked against it bit for
+    bit after every epoch: the backend's :meth:`EngineBackend.run_epochs` runs the epochs
+    (:class:`EpochJob`) and returns the status registers and model words it read back.
+
+``float`` and ``golden`` are defined here.  The backends that run the generated engine live
+above this layer (``zipsgd.backends``: ``verilator``, ``board``, ``board-sim``) and register
+by the ``zipsgd.backends`` entry-point group of the package metadata, which is how a backend
+from another package joins too: :func:`get_backend` loads one by name when a run asks for it,
+so the host package never imports the layers above it.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib.metadata
+from collections.abc import Callable
+from typing import ClassVar
+
+import numpy as np
+
+from ..spec.engine import EngineParams, RunConfig
+from ..spec.errors import ConfigError
+
+__all__ = ["Backend", "FloatBackend", "GoldenBackend", "EngineBackend", "EpochJob",
+           "ENTRY_POINT_GROUP", "backend_names", "get_backend"]
+
+#: The entry-point group in which backends register (``pyproject.toml``).
+ENTRY_POINT_GROUP = "zipsgd.backends"
+KINDS = ("float", "golden", "engine")
+
+
+class Backend(abc.ABC):
+    """A training backend: its registry name and kind (see the module docstring)."""
+
+    name: ClassVar[str]
+    kind: ClassVar[str]
+
+    def check(self, settings) -> None:  # noqa: B027 (most backends need nothing)
+        """Raise :class:`ConfigError` if ``settings`` (a ``TrainSettings``) cannot run here."""
+
+
+class FloatBackend(Backend):
+    """float64 mini-batch SGD on the unquantized scaled data."""
+
+    name = "float"
+    kind = "float"
+
+
+class GoldenBackend(Backend):
+    """The bit-exact engine model on the packed stream."""
+
+    name = "golden"
+    kind = "golden"
+
+
+class EpochJob:
+    """One epoch for an engine backend: the register settings, the packed payload, the
+    samples in it, and whether to (re)write the seed register before it."""
+
+    def __init__(self, config: RunConfig, payload: np.ndarray, samples: int,
+                 write_seed: bool = False):
+        self.config = config
+        self.payload = np.ascontiguousarray(payload, dtype=np.uint8)
+        self.samples = samples
+        self.write_seed = write_seed
+
+
+class EngineBackend(Backend):
+    """A backend that runs the generated engine; the driver checks it against the golden
+    model after every epoch."""
+
+    kind = "engine"
+
+    @abc.abstractmethod
+    def run_epochs(self, settings, params: EngineParams, jobs: list[EpochJob],
+                   initial_model: np.ndarray,
+                   progress: Callable[[int], None] | None = None) -> list[dict]:
+        """Run ``jobs`` in order from ``initial_model``; per epoch a dict with ``status`` (the
+        decoded status registers, :func:`zipsgd.spec.registers.decode_status_words`),
+        ``model_words`` and ``wall_s``.  ``progress(epochs_done)`` as epochs finish."""
+
+
+_BUILTIN: dict[str, type[Backend]] = {"float": FloatBackend, "golden": GoldenBackend}
+
+
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def backend_names() -> tuple[str, ...]:
+    """Every registered backend's name (nothing is imported to list them)."""
+    return tuple(dict.fromkeys([*_BUILTIN, *_entry_points()]))
+
+
+def get_backend(name: str) -> Backend:
+    """The backend registered as ``name``.
+
+    Raises
+    ------
+    ConfigError
+        If no backend has that name.
+    """
+    if name in _BUILTIN:
+        return _BUILTIN[name]()
+    entry = _entry_points().get(name)
+    if entry is None:
+        raise ConfigError(f"backend must be one of {', '.join(backend_names())}, found {name!r}")
+    factory = entry.load()
+    backend = factory()
+    if not isinstance(backend, Backend) or backend.kind not in KINDS or backend.name != name:
+        raise TypeError(f"entry point {entry.value} for backend {name!r} made {backend!r}, "
+                        f"not a Backend named {name!r}")
+    return backend
