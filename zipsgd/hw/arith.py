@@ -82,11 +82,8 @@ def format_limits(m, width: Value, max_width: int, name: str) -> tuple[Signal, S
     Each is a table of ``width`` (every bit a function of ``width``'s bits alone, no carry
     chain), equal to ``format_top(width) - 1`` and ``-format_top(width)`` for every value of
     ``width``, the widths outside ``1 .. max_width + 1`` included."""
-    # format_top shifts by k = (width - 1) mod 2**len(width); then bit i of top - 1 is k > i
-    # (k beyond max_width: top is 0, all ones) and bit i of -top is k <= i (k beyond: 0).
-    # k > i is width > i + 1, or width == 0 (k at its largest), tested as bit patterns: a
-    # constant comparison in Yosys is a carry chain, and a table (a Switch of constants)
-    # becomes a block-RAM ROM.
+    # Bit i of top - 1 is k > i for k = (width - 1) mod 2**len(width): width > i + 1 or
+    # width == 0; -top is its complement. Bit patterns: HARDWARE.md, "Comparisons".
     if max_width + 2 >= 1 << len(width):
         raise ValueError(f"width needs more than {len(width)} bits for {max_width}")
     hi = Signal(signed(max_width + 1), name=f"{name}_hi")
@@ -336,9 +333,8 @@ class Rounder:
                 m.d.sync += sig.eq(expr)
             return sig
 
-        # A run-time shift: each value's own copy of it, a cycle late like the masks, so that
-        # the shift's fan-out to every lane's two shifters is one register per lane, placed
-        # beside them.
+        # A run-time shift: each value's own copy, a cycle late like the masks, so that its
+        # fan-out is one register per lane, beside the lane's two shifters.
         shift = self.shift if constant else replicas(m, f"{name}_shift", self.shift, 1)[0]
         floor_now = Signal(signed(width), name=f"{name}_floor_now")
         m.d.comb += floor_now.eq(v >> shift)
@@ -458,9 +454,8 @@ class Product:
             return [(total, zeros[0], None), (carry, min(zeros[1] + 1, width), None)]
 
         def add(t1, t2):
-            # Below the larger of the two known-zero low parts only one term has bits: they
-            # pass, and the carry chain starts at that part (a shifted limb product has
-            # ``offset`` zero bits; a chain as long as the product is slow).
+            # Below the larger known-zero low part (``offset`` bits of a shifted limb product) one
+            # term alone has bits: they pass, and the chain starts there (a long chain is slow).
             (x, zx, _), (y, zy, _) = sorted((t1, t2), key=lambda item: item[1])
             high = (x[zy:] + y[zy:])[:width - zy]
             return term(Cat(x[:zy], high), "sum"), zx, None

@@ -210,9 +210,8 @@ class EngineBoardTop(ClockedTop):
                 i_PLLWAKESYNC=0, i_ENCLKOP=0, o_LOCK=locked,
             )
             platform.add_clock_constraint(cd_sync.clk, pll.f_out_mhz * 1e6)
-        # The reset is synchronized in a domain of its own and reaches the engine's flip-flops
-        # through a global buffer (DCCA): a fabric net from one flip-flop to thousands of
-        # reset inputs spread over the die is slower than the clock period.
+        # The reset, synchronized in a domain of its own, reaches the engine through a global
+        # buffer (DCCA): a fabric net is too slow for its fan-out (HARDWARE.md, "Host link").
         m.domains.reset = cd_reset = ClockDomain("reset", local=True)
         m.d.comb += cd_reset.clk.eq(cd_sync.clk)
         m.submodules.rst_sync = ResetSynchronizer(button.i | ~locked, domain="reset")

@@ -211,10 +211,8 @@ class _Slicer:
         # advance) the slicer: for track().
         self._advancing = Signal(name=f"{name}_advancing")
         self._restarting = Signal(name=f"{name}_restarting")
-        # The conditions of the next beat's first slice and of the next slice of this beat,
-        # as registers: each move sets them for the position it moves to (from the offset
-        # registers that position is made of, compared with the limits), so that the move's
-        # choice of the new slice_last and beat_last is among registers only.
+        # Next-position conditions as registers, set by each move for the position it moves to,
+        # so that a move only chooses among registers (HARDWARE.md, "The issue decision").
         self._next_beat_slice_last = Signal(name=f"{name}_next_beat_slice_last")
         self._next_beat_last = Signal(name=f"{name}_next_beat_last")
         self._next_slice_last = Signal(name=f"{name}_next_slice_last")
@@ -301,9 +299,8 @@ class _Slicer:
         self._go_restart(m)
 
     def _go_restart(self, m):
-        # The first slice's conditions come with the settings (a restart may come in the
-        # cycle after they are latched, before the limits follow): ``_Config.restart``.
-        # Likewise the first slice's next-position conditions (those of _conditions at 0).
+        # The first slice's conditions come latched with the settings (``_Config.restart``): a
+        # restart may come in the cycle after the latch, before the limits follow.
         cfg = self._cfg
         slice_last, beat_last, *conditions = cfg.restart
         self._go(m, 0, 0, 0, slice_last, beat_last, cfg.per_beat, self._lanes, conditions)
@@ -435,17 +432,14 @@ class _Config:
         self.rounding = Signal(2)
         self.delayed = Signal()
         self.per_beat = Signal(range(params.bus_width // 2 + 1))
-        # Looked up with per_beat (constant tables, no arithmetic after the latch): the
-        # fields of a beat plus one slice, the slices of a full beat, and whether a beat is
-        # one slice (for _SliceLimits).
+        # Table look-ups like per_beat (no arithmetic after the latch), for _SliceLimits: a
+        # beat's fields plus one slice's, the slices of a full beat, whether a beat is one slice.
         self.per_beat_lanes = Signal(range(params.bus_width // 2 + params.lanes + 1))
         self.slices_per_beat = Signal(range(params.bus_width // 2 + 1))
         self.one_slice_beats = Signal()
         self.raw = Signal()
-        # The slicers' conditions at their first slice (``restart_conditions``), latched with
-        # the settings they are made of: a slicer's restart then chooses among registers, not
-        # after comparisons with ``n`` (whose register is shared and far from most slicers).
-        # (Initial values: those of the settings' initial values, all 0.)
+        # The slicers' first-slice conditions, latched with their settings (initial values: of
+        # all-0 settings): a restart chooses among registers, not after compares with a far ``n``.
         self.restart = [Signal(init=init, name=f"restart_{name}") for name, init in (
             ("slice_last", 1), ("beat_last", 0), ("next_beat_slice_last", 0),
             ("next_beat_last", 0), ("next_slice_last", 1))]
@@ -528,16 +522,13 @@ class SgdCore(wiring.Component):
 
         cfg = _Config(p)
         pipe_reset = Signal()  # clears every pipeline and FIFO (start, abort)
-        # The same reset in copies for the FIFOs, the forward path's and the gradient path's
-        # valid bits, each made from a copy of its own of the start's acceptance, so that no
-        # one net spans the die (with the abort, a register of the register file).
+        # The same reset in copies, each from its own copy of the start's acceptance, so that
+        # no one net spans the die (HARDWARE.md, "The issue decision").
         fifo_reset, forward_reset, gradient_reset = (Signal(name=f"{path}_reset")
                                                      for path in ("fifo", "forward", "gradient"))
 
         # -- memories: model and the two gradient sets, one bank per lane ------------------
-        # A read in the cycle of a write to the same row is never used (the forwarding and
-        # the hazards replace or avoid it): such memories are marked, so that synthesis may
-        # leave that read undefined, and in simulation it reads a poisoned word (below).
+        # A read meeting a write to its row is never used (HARDWARE.md, "Memories' collisions").
         marked = {UNUSED_COLLISION_ATTRIBUTE: 1}
         model_banks = [memory.Memory(shape=signed(MODEL_STORAGE_WIDTH), depth=rows, init=[],
                                      attrs=marked)
@@ -565,9 +556,8 @@ class SgdCore(wiring.Component):
 
         # -- random generators: lanes for the update, one for the residual -----------------
         m.submodules.rng = rng = XorshiftBank(count=lanes + 1)
-        # The seed and its load a cycle after the register write, from registers beside the
-        # generators (the register file is far away; a write is while idle, and the first
-        # step comes at least three cycles later, after a start).
+        # Seed and load registered beside the generators: the register file is far away, and a
+        # seed is written while idle, three or more cycles before a start's first step.
         seed_here, load_here = Signal(32, reset_less=True), Signal()
         m.d.sync += [seed_here.eq(ctrl.seed), load_here.eq(ctrl.seed_write)]
         m.d.comb += [rng.seed.eq(seed_here), rng.load.eq(load_here)]
@@ -575,15 +565,11 @@ class SgdCore(wiring.Component):
         # -- FIFOs between the forward and the gradient path --------------------------------
         max_beats = -(-(p.max_features + 1) // raw_lanes)
         sample_depth = 1 << (max_beats + 64).bit_length()
-        # payload: beat data, last beat of sample, first/last sample of batch, batch parity
-        # (Its output in fabric flip-flops beside the block RAMs: the gradient path's head
-        # loads from it, and a block RAM's output pins are 5.8 ns after the clock.)
+        # payload: beat, last beat of sample, first/last sample of batch, batch parity; output in
+        # fabric flip-flops (HARDWARE.md, "The FIFOs between the paths").
         sfifo = FabricOutputFifo(width=p.bus_width + 4, depth=sample_depth)
-        # The scaled-residual FIFO holds one word per sample; a sample is admitted while it has
-        # room for every sample that may be inside the forward path (fewer than
-        # RESIDUAL_FIFO_SLACK: the path is shorter than that many cycles).
-        # (In LUT RAM: its reader, the gradient path's head, pops it under a function of five
-        # registers, which a block RAM's enable pin would be a route across the die from.)
+        # Room for every sample the forward path can hold (it is shorter than RESIDUAL_FIFO_SLACK
+        # cycles); in LUT RAM, beside its reader (HARDWARE.md, "The FIFOs between the paths").
         efifo = BufferedFifo(width=32, depth=2 * RESIDUAL_FIFO_SLACK, distributed=True)
         m.submodules.sample_fifo = ResetInserter(fifo_reset)(sfifo)
         m.submodules.scaled_residual_fifo = ResetInserter(fifo_reset)(efifo)
@@ -644,16 +630,8 @@ class SgdCore(wiring.Component):
             (fl_m >= 1), (fl_m <= 31),
             (ctrl.grad_width >= 2), (ctrl.grad_width <= 32),
             (fl_g + 8 >= fl_m), (fl_g <= fl_m + 32))
-        # A start is decided in the cycle after its pulse: the request and its acceptance (the
-        # request with every range check passed) are registered in the pulse's cycle, so the
-        # checks and the wide fan-out of an accepted start (the pipelines' reset, the latches,
-        # the counters) are in different cycles, and that fan-out starts at a flip-flop.
-        # ``busy`` covers the waiting cycle, which keeps the configuration locked from the
-        # pulse on; an abort in the same cycle wins (docs/REGISTERS.md, CTRL).
-        # The checks themselves are a register, loaded every cycle: the settings never change
-        # in the cycle before a ``start`` (the register file's contract, asserted in its
-        # formal harness), so in a pulse's cycle it holds the checks of the settings the start
-        # latches, and the acceptance that fans out to the start's copies is one LUT.
+        # A start is decided a cycle after its pulse, from registered range checks, so that its
+        # fan-out starts at a flip-flop (HARDWARE.md, "The issue decision"; REGISTERS.md, CTRL).
         start_pulse = ctrl.start & ~status.busy & ~ctrl.abort
         start_ok = Signal()
         config_ok = Signal()
@@ -668,9 +646,8 @@ class SgdCore(wiring.Component):
         m.d.comb += [reset.eq(copy | ctrl.abort) for reset, copy
                      in zip((fifo_reset, forward_reset, gradient_reset), start_ok_copies,
                             strict=True)]
-        # The looked-up settings as the latch takes them, for the restart conditions too.
-        # (Signals, so that the conditions compare the tables' outputs: an ``Array`` of
-        # constants under an operator becomes a table of the results, another ROM.)
+        # The looked-up settings as signals, so that the restart conditions compare the tables'
+        # outputs (an ``Array`` of constants under an operator becomes another ROM).
         looked_up = {name: Signal.like(getattr(cfg, name), name=f"{name}_looked_up")
                      for name in ("per_beat", "per_beat_lanes", "slices_per_beat",
                                   "one_slice_beats")}
@@ -683,10 +660,8 @@ class SgdCore(wiring.Component):
             looked_up["one_slice_beats"].eq(
                 look_up([int(v <= lanes) for v in per_beat_table], 1)),
         ]
-        # The restart conditions of the settings, like the range checks a register loaded
-        # every cycle (the same contract: no setting changes in the cycle before a START pulse
-        # or in the one after), so that the latch takes them from flip-flops, not after the
-        # tables and four comparisons with N_FEATURES.
+        # The restart conditions, a register loaded every cycle like the range checks, so that
+        # the latch takes them from flip-flops (HARDWARE.md, "The issue decision").
         restart_candidates = [Signal.like(latched, name=f"{latched.name}_candidate")
                               for latched in cfg.restart]
         m.d.sync += [candidate.eq(value) for candidate, value in zip(
@@ -706,12 +681,8 @@ class SgdCore(wiring.Component):
                 cfg.delayed.eq(ctrl.update_mode),
                 cfg.raw.eq(ctrl.encoding == Encoding.RAW32),
             ]
-        # Derived shifts and format limits (docs/ENGINE.md stages 3, 4, 6 and the loss).  They
-        # are registered: the settings are latched at start and the first beat reaches the
-        # datapath cycles later, so no path runs from the settings through this arithmetic.
-        # Twice, unless ``early`` (used by the first issue's stage A, two cycles after the
-        # latch): the first register can sit beside the settings and the second beside its
-        # users (the first stage that uses one is U1, four cycles after the latch).
+        # Registered twice unless ``early`` (stage A, two cycles after the latch): beside the
+        # settings, then beside the users (HARDWARE.md, "Pipeline", stage A).
         def derived(name, shape, value, early=False):
             sig = Signal(shape, name=name)
             if early:
@@ -734,9 +705,8 @@ class SgdCore(wiring.Component):
                             zip(("hi", "lo"), format_limits(m, cfg.wl_g, 32, "grad"),
                                 strict=True))
         grad_lo_minus_one = derived("grad_lo_minus_one_r", signed(34), grad_lo - 1)
-        # Per-lane bounds for the lanes' range tests, so that no addition stands in front of a
-        # comparison: field f0 + i is a feature (1 .. n) when f0 + i != 0 and f0 <= n - i, and
-        # lane i of slice ``index`` holds a field of its beat when index * lanes < per_beat - i.
+        # Per-lane bounds n - i and per_beat - i, so that no addition stands in front of the
+        # lanes' range tests (HARDWARE.md, "Pipeline", stage A).
         bound = signed(max(len(cfg.n), len(cfg.per_beat), lanes.bit_length()) + 1)
         n_less = [derived(f"n_less{i}", bound, cfg.n - i, early=True) for i in range(lanes)]
         per_beat_less = [derived(f"per_beat_less{i}", bound, cfg.per_beat - i, early=True)
@@ -779,10 +749,8 @@ class SgdCore(wiring.Component):
         feed = _Slicer(m, cfg, lanes, max_slices, field_bits, "in")
         in_f0 = feed.f0                    # first field of the next slice of the sample
         in_sample_in_batch = Signal(range(p.max_batch + 1))
-        # The 64-bit counters of the stream's samples and batches move a cycle after the
-        # issue that ends a sample (``sample_ended``, ``batch_ended``: registers), so that
-        # the late issue decision enables two flip-flops, not 192.  What the issue itself
-        # needs of them is kept up to date beside them: the batch's parity and last_sample.
+        # The 64-bit counters move a cycle after the issue that ends a sample, so that the late
+        # issue decision enables two flip-flops, not 192 (HARDWARE.md, "The issue decision").
         in_batch = Signal(64)              # batch index of the current sample (a cycle late)
         batch_parity = Signal()            # in_batch[0], up to date
         sample_ended, batch_ended = Signal(), Signal()
@@ -793,10 +761,8 @@ class SgdCore(wiring.Component):
                                            # cycle late)
         grad_batches_done = Signal(64)     # batches whose every gradient is written
         keep = cfg.delayed
-        # Small registers that stand for comparisons of the 64-bit counters, so that none of
-        # those is on the path to tready: min(in_batch, 2), in_batch - grad_batches_done
-        # (0 .. 2: the batch gate below keeps it there) and in_samples + 1 == samples (from a
-        # down-counter: a comparison with 1, no adder).
+        # Small registers for comparisons of the 64-bit counters, off the path to tready:
+        # min(in_batch, 2), in_batch - grad_batches_done (0 .. 2), in_samples + 1 == samples.
         batches_begun = Signal(range(3))
         batches_pending = Signal(4)
         last_sample = Signal()
@@ -813,9 +779,8 @@ class SgdCore(wiring.Component):
         last_beat_expected = feed.beat_last
         # The beat on the bus is taken with its first slice; later slices come from a copy.
         mid_beat = ~feed.first_slice if max_slices > 1 else Const(0)
-        # The choice between the bus and the held copy for the decoder (one copy of
-        # first_slice per 16 bits of the beat) and the copy's own load (one more): no one
-        # register's fan-out spans the decoder's gathering.
+        # Copies of first_slice, one per 16 bits, choose between the bus and the held copy, so
+        # that no one register's fan-out spans the decoder's gathering (HARDWARE.md, "Pipeline").
         if max_slices > 1:
             mid_beat_data = [~feed.first_slice_copy(f"first_slice_data{g}")
                              for g in range(held_groups)]
@@ -824,10 +789,8 @@ class SgdCore(wiring.Component):
         held_data = Signal(p.bus_width, reset_less=True)
         next_slice = _SliceShift(m, cfg, p.bus_width, lanes, "held_shift", groups=held_groups)
 
-        # The fused-update window and each slicer's matches in it (registers, see track()).
-        # The window is cleared a cycle after a pipeline reset (from a register, not from the
-        # reset's wide net): nothing issues in the cycle after one (START, or IDLE after an
-        # abort), and the clear also wins over the slicer's matches made in that cycle.
+        # The window is cleared a cycle after a pipeline reset, from a register, not from the
+        # reset's wide net (HARDWARE.md, "Hazards").
         window_reset = Signal()
         m.d.sync += window_reset.eq(pipe_reset)
         window = _UpdateWindow(m, window_reset)
@@ -840,12 +803,8 @@ class SgdCore(wiring.Component):
         m.d.sync += fifo_room.eq(fifo_room_next)
         fifo_room_held = replicas(m, "fifo_room_held", fifo_room_next, held_groups,
                                   reset_less=False)
-        # A fused beat must read the words an earlier fused beat wrote: it waits out the
-        # window.  A plain beat goes ahead and takes the updated words by forwarding (stage U12).
-        # The first slice of a fused batch waits for the gradients it needs (the batch gate).
-        # Both holds, ``blocked_of`` of the registers, are one register (``blocked``), loaded
-        # below with blocked_of of their next values, so that the issue decision is a function
-        # of five flip-flops and the valid bit: one logic level before its fan-out.
+        # Both holds (HARDWARE.md, "Hazards") are one register, ``blocked``, loaded with
+        # blocked_of of their next values (HARDWARE.md, "The issue decision").
         def blocked_of(fused, hit, at_start, ready):
             return fused & (hit | (at_start & ~ready))
 
@@ -859,10 +818,8 @@ class SgdCore(wiring.Component):
                      held_issue.eq(in_run & hazard_free & mid_beat)]
         m.d.comb += self.s_ready.eq(accepting | status.draining)
         handshake = self.s_valid & self.s_ready
-        # The stream's cycle and beat counters count a cycle after their events (registers):
-        # the late issue decision enables three flip-flops, not 192.  Their events happen only
-        # in RUN, and a start is accepted only from IDLE or DISCARD, two cycles or more after
-        # RUN: every event is counted before a restart clears the counters.
+        # Counted a cycle after their events (the issue decision enables three flip-flops, not
+        # 192); events come only in RUN, two cycles or more before a start can clear them.
         starved, stalled, beat_taken = Signal(), Signal(), Signal()
         m.d.sync += [starved.eq(accepting & ~self.s_valid),
                      stalled.eq(in_run & ~hazard_free & (self.s_valid | mid_beat))]
@@ -889,13 +846,8 @@ class SgdCore(wiring.Component):
         flush_pass = Signal(2)     # passes still to do
         flush_parity = Signal()
         flush_issue = Signal()
-        # The flush's only hazard is its own first pass: every flush beat is fused, a pass
-        # walks the offsets in increasing order and issues every cycle (the window is empty
-        # when the flush starts, see below), so only the second pass's first slice can meet
-        # its first pass in the update window, and if it waits until the first pass's first
-        # slice has left the window, every later slice follows it one cycle apart.  A counter
-        # from each pass's first issue says when that is (the window's matches, without
-        # comparing offsets).
+        # The flush's only hazard is its own first pass: a counter from each pass's first issue
+        # says when the next pass may start (HARDWARE.md, "The issue decision").
         flush_wait = Signal(range(UPDATE_WINDOW + 1))
         flush_waiting = Signal()           # flush_wait != 0, as a register
         with m.If(flush_issue & sweep.at_start):
@@ -905,10 +857,8 @@ class SgdCore(wiring.Component):
         with m.If(pipe_reset):
             m.d.sync += [flush_wait.eq(0), flush_waiting.eq(0)]
         flush_gate = ~(sweep.at_start & flush_waiting)
-        # (state == FLUSH) & (flush_pass != 0), as a register.  The stream never issues while
-        # it is set, and the flush only then, so the issue's data (offsets, flags, rows, the
-        # decoder's beat) choose between the two with it: ``flush_issue``, which waits for
-        # the update window, only makes the valid bit.
+        # (state == FLUSH) & (flush_pass != 0) as a register: only the flush issues while it is
+        # set, so it chooses the issue's data; ``flush_issue`` only makes the valid bit.
         flushing = Signal()
         # Copies of ``flushing`` (loaded with it) for the decoder's beat choice and the issued
         # slice's rows: each drives dozens of multiplexers beside the decoder and the banks.
@@ -919,22 +869,17 @@ class SgdCore(wiring.Component):
         def set_flushing(value):
             return [copy.eq(value) for copy in (flushing, flushing_data, flushing_rows)]
 
-        # The flush's issue is itself a register (``flush_go``, made from the next values of
-        # the three registers above in the control section), so that the flush slicer's
-        # enables start at a flip-flop.
+        # The flush's issue is a register (made in the control section from the next values of
+        # the three above), so that the flush slicer's enables start at a flip-flop.
         flush_go = Signal()
         m.d.comb += flush_issue.eq(flush_go)
 
         slice_issue = take | held_issue
-        # The slicer and the batch registers move with every slice that is offered and ready,
-        # whether or not its beat's framing is right: a framing error ends the epoch's stream
-        # (DISCARD, until START restarts them), so what they hold after it is never used, and
-        # the framing check (TLAST against the slicer's own register) stays off their enables.
+        # The slicer and batch registers move with every slice offered and ready, framed right or
+        # not (a framing error ends the stream), which keeps TLAST off their enables.
         slice_moves = (self.s_valid & accepting) | held_issue
-        # The stream's slicer does not see the flush's issues: the stream and the flush never
-        # issue within UPDATE_WINDOW cycles of each other.  The flush starts after DRAIN, and
-        # a new epoch's stream after SETTLE, both of which wait until nothing is in flight
-        # (forward_busy, which outlasts the window); an abort clears the window.
+        # The stream's slicer does not see the flush's issues: the two never issue within
+        # UPDATE_WINDOW cycles of each other (HARDWARE.md, "The issue decision").
         feed.track(m, window, fused_sample)
         m.d.comb += [
             issue_valid.eq(slice_issue | flush_issue),
@@ -944,10 +889,8 @@ class SgdCore(wiring.Component):
             window.enter_seq.eq(feed.seq),
         ]
 
-        # Sample FIFO write: the beat and its batch tags, registered (the FIFO's pointers and
-        # level then count from a flip-flop, not from the late handshake).  The gradient path
-        # needs the beat only when its residual arrives, long after.  A beat taken in the
-        # cycle of a pipeline reset is dropped with everything else in flight.
+        # Registered, so that the FIFO counts from a flip-flop, not from the late handshake (the
+        # beat is needed long after); a beat taken in a pipeline reset's cycle is dropped.
         sfifo_w_en = Signal()
         sfifo_w_data = Signal(len(sfifo.w_data), reset_less=True)
         m.d.sync += [
@@ -960,14 +903,8 @@ class SgdCore(wiring.Component):
         m.d.sync += beat_taken.eq(take)
         with m.If(beat_taken):
             m.d.sync += status.beats.eq(status.beats + 1)
-        # The copy holds the beat moved on by one slice (its next slice's fields at field 0),
-        # and moves on with every slice issued from it: the decoder only ever decodes fields
-        # 0 .. L-1.  It is read only in the slices after the first (mid_beat): before those
-        # it may load the bus every cycle, whether the beat is taken or not (a register
-        # condition, not the handshake).
-        # Each 16 bits load under copies of the issue decision's registers of their own (as
-        # the decoder's input choice, above): one LUT of four flip-flops placed beside them,
-        # where held_issue is two logic levels from registers spread over the issue logic.
+        # The held beat loads the bus until its later slices issue (a register condition, not the
+        # handshake); each 16 bits under copies of its own (HARDWARE.md, "The issue decision").
         bus_moved_on, held_moved_on = next_slice(self.s_data), next_slice(held_data)
         for g, mid in enumerate(mid_beat_data):
             bits = slice(16 * g, 16 * g + 16)
@@ -1029,11 +966,8 @@ class SgdCore(wiring.Component):
             matches[k] & ~Cat(*matches[:k]).any() if k else matches[0]
             for k in range(UPDATE_WINDOW - 1)))))
 
-        # The decoder takes the issued beat and has two register stages (gathering in the
-        # issue cycle, the words' arithmetic in stage A): the words are in stage B, next to
-        # the memory data (the model words are needed no sooner).
-        # (Its settings are registered in it: they are latched at the start, a cycle before
-        # any issue.  A flush issues while ``flushing``: its beat is all zeros.)
+        # Gathering at issue, arithmetic in stage A: the words are in stage B, beside the memory
+        # data; a flush's beat is all zeros (HARDWARE.md, "Decoder").
         m.submodules.decoder = dec = FieldDecoder(bus_width=p.bus_width, lanes=lanes,
                                                   latency=2, settings_latency=1)
         m.d.comb += [dec.data.eq(Cat(*(Mux(mid, held_data[16 * g:16 * g + 16],
@@ -1049,25 +983,14 @@ class SgdCore(wiring.Component):
         a_rows = [Signal(field_bits - log_lanes, name=f"a_row{b}") for b in range(lanes)]
         m.d.sync += [row.eq(Mux(flushing_rows, flush_row, in_row)) for row, flush_row, in_row
                      in zip(a_rows, rows_of(flush_f0), rows_of(in_f0), strict=True)]
-        # A lane is used when its field is a feature and in the beat (lanes_in_range,
-        # registered in stage B), and the decoder finds it valid.
-        # Model reads: the forward path while running, the model port while idle.
-        # The port's bank and row are registers, loaded every cycle: the index never changes
-        # in the cycle before a read or write pulse (the register file's contract, asserted
-        # in its formal harness), so the memories' address choice does not wait for the
-        # addition.
+        # The port's bank and row, a register loaded every cycle, so that the address choice
+        # does not wait for the addition (HARDWARE.md, "Model port").
         port_field = Signal(len(self.model_index) + 1, reset_less=True)
         m.d.sync += port_field.eq(self.model_index + 1)
         port_bank = port_field[:log_lanes]
         port_row = port_field[log_lanes:]
-        # The memories face the model port while it is open: a register, so that the state
-        # decode behind BUSY is off their address paths.  It opens the cycle after BUSY falls
-        # and closes the cycle after BUSY rises; an access while BUSY or in the cycle BUSY
-        # falls is one "while busy" (ignored, MODEL_PORT_BUSY).
-        # "Closed" (BUSY, or the cycle BUSY falls) is a register too: BUSY rises only in the
-        # cycle after a start pulse (``start_request``) and stays up while the state is a
-        # running one, so closed is ``busy | start_pulse`` of the cycle before.  One copy per
-        # bank's write enable and one for the port's answer.
+        # Whether the port is open or closed: registers, off the state decode behind BUSY, a
+        # copy per bank and one for the answer (HARDWARE.md, "Model port").
         closed = replicas(m, "port_closed", status.busy | start_pulse, lanes + 1,
                           reset_less=False)
         port_closed = closed[lanes]
@@ -1077,11 +1000,8 @@ class SgdCore(wiring.Component):
             m.d.comb += model_rd[b].addr.eq(Mux(idle_port[b], port_row, a_rows[b]))
         # Lane generators step once per fused beat (stage A); outputs are read in stage B.
         m.d.comb += rng.step[:lanes].eq((a_valid & a_fused).replicate(lanes))
-        # Gradient reads for the fused update (stage A), shared with the gradient path below:
-        # whether stage A reads gradient set z, a register per set and bank (made at issue
-        # from what a_valid, a_fused and a_parity are made of), so that each bank's address
-        # choice is one register.  (Not cleared by a pipeline reset, which a_valid is: the
-        # reset also empties the gradient path's stage G2, whose reads the choice would take.)
+        # Whether stage A reads gradient set z: a register per set and bank, made at issue (not
+        # reset: a reset also empties G2, whose reads it would take), one per address choice.
         issue_parity = Mux(flushing, flush_parity, pending_parity)
         fused_reads = [replicas(m, f"grad_read{z}", issue_valid & issue_fused
                                 & (issue_parity == z), lanes, reset_less=False)
@@ -1106,10 +1026,8 @@ class SgdCore(wiring.Component):
         rot_rand_step, rot_rand_decay, rot_mask = replicas(
             m, "b_rotation", (-a_f0[:log_lanes])[:log_lanes], 3)
         b_x = [model_data[b] for b in range(lanes)]
-        # The gradient words of both sets go into registers of their own (U1), each with the
-        # block RAM's output as its only input, so that it can sit beside the RAM: a block
-        # RAM's output is slow (5.8 ns), and a choice of set after it would stand between the
-        # two sets' RAMs.  U1 chooses (a register per bank, beside its words).
+        # Each set's words go into registers of their own (U1), fed by the block RAM alone;
+        # U1 chooses the set (HARDWARE.md, "Gradient memories").
         b_g_sets = [[grad_data[z][b] for b in range(lanes)] for z in range(2)]
         rand_lanes = [Signal(32, name=f"rand_lane{i}") for i in range(lanes)]
         m.d.comb += [rand_lanes[i].eq(rng.value[i]) for i in range(lanes)]
@@ -1120,12 +1038,9 @@ class SgdCore(wiring.Component):
         mask_banks = rotate(m, [b_mask[i] for i in range(lanes)], rot_mask, "mask_rot")
 
         # ======================================================================================
-        # Update pipeline U1..U13 (docs/HARDWARE.md, "Update pipeline"): a fused beat's words
-        # become x3 (docs/ENGINE.md stage 6) and are written back in U13; a plain beat's words
-        # pass, or are replaced by a fused beat's newer words (forwarding).
+        # Update pipeline U1..U13 (HARDWARE.md, "Pipeline"; docs/ENGINE.md stage 6)
         # ======================================================================================
-        # (valid bit, its next value) of the stages made by carry() and delay(): the drain waits
-        # until they are clear (forward_tail, below).
+        # The drain waits until these stages are empty (forward_tail, below).
         in_flight = []
 
         def stage(name, shape, value, reset_less=False):
@@ -1193,10 +1108,8 @@ class SgdCore(wiring.Component):
         u1_parity_banks = replicas(m, "u1_parity", b_parity, lanes)
         u1["g"] = [Mux(u1_parity_banks[b], u1["g_set1"][b], u1["g_set0"][b])
                    for b in range(lanes)]
-        # U1..U3: step = round(G >> update_shift)   (step 1)
-        # Three copies of each step, one per carry chain of U5 (x - step and the two tests);
-        # the tests' copies are cut to the width of what they are compared with, x - hi and
-        # x - lo (shorter carry chains, the same answers: Rounder.pipelined_copies).
+        # U1..U3: step = round(G >> update_shift) (step 1), in three copies, one per carry
+        # chain, the tests' cut to their width (HARDWARE.md, "Pipeline": Rounder.pipelined).
         model_hi, model_lo = model_limits
         test_width = max(len(u1["x"][0] - limit) for limit in model_limits)
         steps = [update_rounder.pipelined_copies(m, u1["g"][b], u1["rand_step"][b],
@@ -1204,10 +1117,8 @@ class SgdCore(wiring.Component):
                  for b in range(lanes)]
         step_latency = steps[0][1]
         u3 = delay_all(u1, step_latency - 1, "u_s", drop=("g", "g_set0", "g_set1", "rand_step"))
-        # U4, U5: x1 = sat_WLm(x - step)   (step 1, saturation).  The saturation tests
-        # x - step > hi and x - step < lo are made as x - hi > step and x - lo < step, with
-        # x - hi and x - lo from U3: U4 holds three carry chains side by side, U5 only chooses.
-        # From U4 on, ``fused`` is one register per bank: it chooses each bank's 32-bit words.
+        # U4, U5: x1 = sat_WLm(x - step) (step 1), tested as x - hi > step and x - lo < step
+        # from U3's x - hi and x - lo: U4 is three carry chains side by side, U5 only chooses.
         u4 = carry(f"u_s{step_latency - 1}", u3 | {
             "above_hi": [u3["x"][b] - model_hi for b in range(lanes)],
             "above_lo": [u3["x"][b] - model_lo for b in range(lanes)]}, replicate=("fused",))
@@ -1216,9 +1127,8 @@ class SgdCore(wiring.Component):
             "over": [less_than(steps[b][0][1], u4["above_hi"][b]) for b in range(lanes)],
             "under": [less_than(u4["above_lo"][b], steps[b][0][2]) for b in range(lanes)]},
             drop=("above_hi", "above_lo"))
-        # From U6 on a beat carries one model word: a fused beat's x1, x2, ..., a plain beat's
-        # own word x unchanged (its decay is taken as 0 in U10), so the pipeline does not carry
-        # x beside them.
+        # From U6 on a beat carries one model word (a plain beat's own x, its decay taken as 0
+        # in U10), so that the pipeline does not carry x beside it.
         u6 = carry("u6", u5 | {
             "x1": [Mux(u5["fused"][b], Mux(u5["over"][b], model_hi,
                                         Mux(u5["under"][b], model_lo, u5["diff"][b]))
@@ -1230,9 +1140,8 @@ class SgdCore(wiring.Component):
         m.d.comb += sat_bits.eq(Cat(*(u6["clip"][b] & u6["mask"][b] for b in range(lanes))))
         with m.If(u6["valid"] & u6["fused"][0]):
             m.d.sync += status.model_saturations.eq(status.model_saturations + popcount(sat_bits))
-        # U6, U7: the decay product x1 * eta; U8, U9: its rounding; U10: x2 = x1 - decay (step 2)
-        # The product's last sum ends at the rounder's span in U7 (the bits its carry chain
-        # takes); the bits above are added in U8, into the rounder's floor register.
+        # U6, U7: x1 * eta; U8, U9: its rounding; U10: x2 = x1 - decay (step 2). The product's
+        # last sum is split at the rounder's span (HARDWARE.md, "Pipeline": Product).
         decay_products = [Product(m, u6["x1"][b], cfg.decay.as_unsigned(), f"u_decay{b}",
                                   platform, split=decay_rounder.span)
                           for b in range(lanes)]
@@ -1242,17 +1151,8 @@ class SgdCore(wiring.Component):
         # (From U10 on, ``forward`` is one register per bank: it chooses each bank's words.)
         u10 = delay_all(u8, decays[0][1], "u_r", drop=("rand_decay",), replicate=("forward",))
         x2 = [u10["x1"][b] - Mux(u10["fused"][b], decays[b][0], 0) for b in range(lanes)]
-        # U11: the L1 threshold (step 3), x3 = sign(x2) * max(|x2| - threshold, 0), is
-        # max(x2 - threshold, 0) for x2 >= 0 and min(x2 + threshold, 0) for x2 < 0: both sums
-        # are made here, and U12 chooses by signs only.
-        # The words a plain beat may take by forwarding (U12 -> U13, below): the U13 register
-        # and its history, U13's words of 1 .. UPDATE_WINDOW - 3 cycles before.  Source j of
-        # U12's cycle (forward bit j: U13's word of j cycles before, j = 0 being the register
-        # itself) is source j - 1 a cycle earlier and j - 2 two cycles earlier (the history is
-        # a shift register).  So U13 only chooses between its own register, an early choice
-        # and the beat's own word; the early choice is made in U11 for j = 1 (the register
-        # then), and in U10 for j >= 2 (a one-hot choice of the twelve sources then, in two
-        # groups of six, each registered: two levels of logic in U10 and one in U11).
+        # U11 makes both sums of the L1 threshold (step 3), so that U12 chooses by signs only;
+        # the forwarding sources are U13 and its history (HARDWARE.md, "Update forwarding").
         u13_x = [Signal(signed(32), name=f"u13_x{b}") for b in range(lanes)]
         history = [[Signal(signed(32), name=f"fwd{j}_x{b}") for b in range(lanes)]
                    for j in range(2, UPDATE_WINDOW - 2)]
@@ -1289,10 +1189,8 @@ class SgdCore(wiring.Component):
             f"UPDATE_WINDOW is {UPDATE_WINDOW}, the update pipeline writes {write_cycle} cycles "
             f"after issue")
 
-        # U12 -> U13: x3, or a plain beat's own word, or a forwarded one.  A fused beat with the
-        # same field offset issued j = 1 .. UPDATE_WINDOW - 1 cycles earlier wrote its words
-        # after this beat read the memory: they are in the U13 registers (j = 1) or in their
-        # history (j >= 2, chosen in U11).  ``forward`` (one-hot, found at issue) says which.
+        # U12 -> U13: x3, or a plain beat's own word, or the newer word a fused beat at its offset
+        # wrote after it read the memory (HARDWARE.md, "Update forwarding").
         u13 = carry("u13", u12, drop=("above", "below", "negative", "x2", "forward_newest",
                                       "forward_older", "forwarded"))
         for b in range(lanes):
@@ -1329,10 +1227,8 @@ class SgdCore(wiring.Component):
                       else u13["ops"][i])
                 for i in range(lanes)]
 
-        # Stage E: products F1 * x (docs/ENGINE.md stage 2), pipelined multipliers, then the
-        # raw32 alignment.
-        # (The products' limbs land in fabric registers first: the route out of the DSP row
-        # and the limb sums were each most of a cycle, and the late paths of the board build.)
+        # Stage E: products F1 * x (docs/ENGINE.md stage 2), then the raw32 alignment; the limbs
+        # land in fabric registers first (HARDWARE.md, "Pipeline": Product).
         e_mul = [Product(m, d_op[i], d_x[i], f"e_mul{i}", platform, landing=True)
                  for i in range(lanes)]
         e = delay_all(carry("e_m", d), e_mul[0].latency - 1, "e_m")
@@ -1357,9 +1253,8 @@ class SgdCore(wiring.Component):
                 tree = carry(f"t{depth}", tree)
                 level = [stage(f"t{depth}_s{k}", v.shape(), v) for k, v in enumerate(level)]
         tree_out = level[0]
-        # Whether the tree's last stage holds a stream slice (valid, not a flush beat), and one
-        # of its first slice and of its last, as registers beside it (each enables dozens of
-        # the accumulator's and the sample stage's flip-flops), made with its valid bit.
+        # The tree's last stage holding a stream slice (its first, its last) as registers made
+        # with its valid bit: each enables dozens of the accumulator's and sample's flip-flops.
         dot_take = before["valid"] & ~forward_reset & ~before["flush"]
         acc_take, first_take, last_take = (
             replicas(m, name, value, 1, reset_less=False)[0] for name, value in (
@@ -1397,9 +1292,8 @@ class SgdCore(wiring.Component):
                     in_flight.append((value, before & ~forward_reset))
             return value
 
-        # Residual: step * r (pipelined multiplier), rounding (pipelined rounder), saturation
-        # to the gradient format (docs/ENGINE.md stage 4), then the scaled-residual FIFO.  The
-        # random word is the one the residual generator gave for this sample (taken in R + 1).
+        # Residual: step * r, rounded and saturated to the gradient format (docs/ENGINE.md
+        # stage 4), into the scaled-residual FIFO; the random word is this sample's (R + 1).
         e1_rand = stage("e1_rand", RAND_BITS, rng.value[lanes][:RAND_BITS])
         residual_mul = Product(m, r_res, cfg.step.as_unsigned(), "residual_mul", platform)
         scaled, scaled_clip, round_latency = residual_rounder.pipelined_saturating(
@@ -1413,11 +1307,8 @@ class SgdCore(wiring.Component):
             with m.If(scaled_clip):
                 m.d.sync += status.residual_saturations.eq(status.residual_saturations + 1)
 
-        # Loss: the residual narrowed to LOSS_RESIDUAL_WIDTH (shift, then saturate), squared
-        # (pipelined multiplier), accumulated with saturation.
-        # The shift is two stages (by the amount's multiple of 8, then by the rest: each a
-        # barrel shifter of two or three levels), the saturation's two tests the next, its
-        # choice the next.
+        # Loss: r narrowed to LOSS_RESIDUAL_WIDTH, squared, accumulated with saturation; the shift
+        # in two stages (multiple of 8, then the rest), each a barrel shifter of 2 or 3 levels.
         coarse_amount, fine_amount = Cat(Const(0, 3), loss_amount[3:]), loss_amount[:3]
         narrowed_coarse = stage("loss_narrowed_coarse", signed(dot_width + 1 + 31),
                                 Mux(loss_gain_left, r_res << coarse_amount,
@@ -1453,9 +1344,8 @@ class SgdCore(wiring.Component):
         # ======================================================================================
         walk = _Slicer(m, cfg, lanes, max_slices, field_bits, "grad")
         g_f0 = walk.f0
-        # The FIFO's head beat is moved to a register first: the FIFO's output is beside its
-        # block RAMs, and the gradient decoder gathers from the head in the pop cycle.  (The
-        # head is loaded long before its residual arrives, so this costs no time.)
+        # The head beat in a register: the FIFO's output is beside its block RAMs and the
+        # decoder gathers from the head; loaded long before its residual, it costs no time.
         head_valid = Signal()
         head = Signal(p.bus_width + 4)
         pop = Signal()     # a slice of the head beat goes to G1
@@ -1472,13 +1362,8 @@ class SgdCore(wiring.Component):
         m.d.sync += head_valid.eq(head_valid_next)
         with m.If(sfifo.r_rdy & sfifo.r_en):
             m.d.sync += head[p.bus_width:].eq(sfifo.r_data[p.bus_width:])
-        # The beat's bits in groups, each with its own copy of head_valid, so that the enable
-        # and the choice of each group are small functions of registers beside it.  A group
-        # changes when the head is empty and the FIFO has a beat (load), or when the head
-        # has a beat and its residual is there (a pop: the next slice, or after the last
-        # slice the next beat, or whatever the FIFO's output holds when it has none: the
-        # head is then empty and its bits unused).
-        # (Its own shifter's selects: the stream's are far away, beside the held beat.)
+        # Each group loads or moves on under its own copy of head_valid (HARDWARE.md, "Pipeline");
+        # after the last slice it may load an empty FIFO's output: the head is then empty.
         shifted = _SliceShift(m, cfg, p.bus_width, lanes, "head_shift",
                               groups=HEAD_GROUPS)(head[:p.bus_width])
         group_bits = -(-p.bus_width // HEAD_GROUPS)
@@ -1497,10 +1382,8 @@ class SgdCore(wiring.Component):
         m.d.comb += efifo.r_en.eq(pop & pop_last & walk.slice_last_copy("slice_last_efifo"))
         with m.If(pop):
             walk.advance(m)
-        # Restarted at a pipeline reset and again in START, when the settings are latched;
-        # ``starting`` (a start accepted a cycle ago, and no abort in that cycle) is START as
-        # a register of its own, not a decode of the state: the state machine's START
-        # statements are under it too (below).
+        # Slicers restart at a pipeline reset and in START, once the settings are latched;
+        # ``starting`` is START as a register (HARDWARE.md, "The issue decision").
         starting = Signal()
         m.d.sync += starting.eq(start_ok & ~ctrl.abort)
         # (Each slicer's restart from copies of its own: the gradient path's reset, and a
@@ -1509,9 +1392,8 @@ class SgdCore(wiring.Component):
                                                  2, reset_less=False)
         with m.If(gradient_reset | walk_starting):
             walk.restart(m)
-        # The flush's slicer likewise: it moves only in FLUSH and each pass ends back at the
-        # start, so it is there when DRAIN ends (an abort is followed by START), and the
-        # drain's late end is not among its enables.
+        # The flush's slicer moves only in FLUSH and each pass ends at the start, so that the
+        # drain's late end is not among its enables (HARDWARE.md, "The issue decision").
         with m.If(pipe_reset | sweep_starting):
             sweep.restart(m)
 
@@ -1523,9 +1405,8 @@ class SgdCore(wiring.Component):
         g1_batch_end = stage("g1_batch_end", 1, pop_last_of_batch & pop_last & walk.slice_last)
         g1_index = stage("g1_index", range(max(2, max_slices)), walk.index)
         g1_parity = stage("g1_parity", 1, pop_parity)
-        # The decoder takes the FIFO's head beat (its gathering is in the pop cycle, its
-        # arithmetic in G1): the words are in stage G1B.  G1B picks the slice's lanes and the
-        # operands (stage GO); the pipelined multipliers' products are in stage G2.
+        # The decoder gathers from the head in the pop cycle and decodes in G1: the words are
+        # in G1B, the operands in GO, the products in G2.
         m.submodules.grad_decoder = gdec = FieldDecoder(bus_width=p.bus_width, lanes=lanes,
                                                         latency=2, settings_latency=1)
         m.d.comb += [gdec.data.eq(pop_data), gdec.encoding.eq(cfg.encoding),
@@ -1616,16 +1497,8 @@ class SgdCore(wiring.Component):
             h_memory = Mux(h_parity_banks[b], *(
                 stage(f"h_memory{b}_set{z}", signed(gacc_width), grad_data[z][b],
                       reset_less=True) for z in (1, 0)))
-            # Forwarding: writes of the three cycles before the read (the read is in G2, the
-            # addition two cycles later, in H) are not in the memory data.  The choice is
-            # made in G3 against the stages that will be G4, G5 and G6, and the word of G5 or
-            # G6 (or 0 for a batch's first sample) is chosen there too, from what is then in G4
-            # and G5, so that H chooses among three registers and the set's word.  The
-            # comparisons themselves are made a cycle earlier still, in G2, between the stages
-            # one step behind (G2's beat is G3's a cycle later, H's is G4's, ...): G3 only
-            # chooses, by registers.
-            # (A pipeline reset in between needs no term: it clears G3's beat, whose sum is
-            # not written.)
+            # Forwarding from the three writes the G2 read cannot see: compared in G2, chosen in
+            # G3, so that H chooses among registers (HARDWARE.md, "Gradient forwarding").
             g4_value = Signal(signed(gacc_width), name=f"g4_sum{b}", reset_less=True)
             from_g5 = stage(f"g3_from_g5_{b}", 1,
                             same_word(b, h_valid, h_en, h_parity, h_rows, g2_parity, g2_rows_cut))
@@ -1668,10 +1541,8 @@ class SgdCore(wiring.Component):
         ready_if = [Mux(keep, pending <= 1, pending == 0) for pending in pending_if]
         m.d.sync += [batches_pending.eq(Mux(batch_begins, pending_if[1], pending_if[0])),
                      gradients_ready.eq(Mux(batch_begins, ready_if[1], ready_if[0]))]
-        # The issue's hold of the next cycle, for both outcomes of the (late) slice move.  A
-        # batch begins only with a move (an issue is a move whose beat is framed right or is
-        # the beat's copy); a move ends the sample at its last slice; the fused flag changes
-        # only at a sample's end.  (START clears it with fused_sample, below.)
+        # The next cycle's hold for both outcomes of the late slice move: a batch begins only with
+        # an issuing move (framed right, or a held slice); the fused flag, only at a sample's end.
         ends_sample = feed.sample_last
         ready_if_move = Mux((mid_beat | framing_ok) & ends_sample & last_of_batch,
                             ready_if[1], ready_if[0])
@@ -1691,10 +1562,8 @@ class SgdCore(wiring.Component):
         # ======================================================================================
         # Control
         # ======================================================================================
-        # (in_flight holds the valid bits of both paths' multi-cycle steps.)  Whether any
-        # stage after A holds a beat is a register (``forward_tail``), loaded with the OR of
-        # their next values, so that the drain's end and SETTLE's test read two flip-flops
-        # instead of a wide OR of the pipelines' valid bits.
+        # "A stage after A holds a beat" as a register, so that the drain's end and SETTLE's
+        # test read flip-flops, not a wide OR (HARDWARE.md, "The issue decision").
         after_a = [(b_valid, a_valid & ~forward_reset), (s_valid, last_take & ~forward_reset),
                    (r_valid, s_valid & ~forward_reset), *in_flight]
         forward_tail = Signal()
@@ -1706,10 +1575,8 @@ class SgdCore(wiring.Component):
 
         drain_done = Signal()
         m.d.comb += drain_done.eq(~forward_busy & ~gradient_busy & (batches_pending == 0))
-        # flush_go: flushing & flush_gate of the next cycle, from the next value of each.
-        # Those three change only at the end of DRAIN (flushing and the slicer's first slice),
-        # with the flush's own issues (the slicer's move, a pass's end, flush_wait), and at
-        # an abort or a pipeline reset (neither flushes: flushing and flush_waiting are 0).
+        # flush_go is flushing & flush_gate of the next cycle: those change only at the end of
+        # DRAIN, with the flush's own issues, and at an abort or pipeline reset (no flush).
         flush_begins = (state == DRAIN) & drain_done
         flushing_next = Mux(ctrl.abort, 0,
                             Mux(flush_issue & sweep.sample_last, flush_pass != 1,
@@ -1748,10 +1615,8 @@ class SgdCore(wiring.Component):
                 with m.Elif(slice_issue & feed.sample_last & last_sample):
                     m.d.sync += enter(DRAIN)
             with m.Case(DRAIN):
-                # Every begun batch's gradient is written: batches_pending (begun less written,
-                # a 4-bit register) is 0, which here is grad_batches_done == in_batch without
-                # comparing the 64-bit counters (the last issue is the forward path's depth
-                # behind, forward_busy, so in_batch has caught up).
+                # Every begun batch's gradient is written: batches_pending == 0 stands for
+                # grad_batches_done == in_batch, as in_batch has caught up (forward_busy).
                 with m.If(drain_done):
                     last = in_batch - 1
                     m.d.sync += [*enter(FLUSH), *set_flushing(1)]
@@ -1774,9 +1639,8 @@ class SgdCore(wiring.Component):
         with m.If(ctrl.abort):
             m.d.sync += [*enter(IDLE), *set_flushing(0)]
 
-        # Model port: reads answer two cycles later (the banks' words are registered before
-        # the bank is chosen: a block RAM's output is late in its cycle); use while busy is
-        # an error, answered 0 at once.
+        # Model port: reads answer two cycles later (the banks' words are registered before the
+        # bank's choice); a use while busy is an error, answered 0 at once.
         port_pending, port_answer = Signal(), Signal()
         port_pending_bank, port_answer_bank = Signal(log_lanes), Signal(log_lanes)
         port_words = [Signal(32, name=f"port_word{b}", reset_less=True) for b in range(lanes)]
@@ -1790,11 +1654,8 @@ class SgdCore(wiring.Component):
             self.model_rvalid.eq(port_answer | (self.model_read & port_closed)),
             self.model_rdata.eq(Mux(port_answer, Array(port_words)[port_answer_bank], 0)),
         ]
-        # Counters restart at an accepted start.  Last in the module, so that this assignment
-        # wins over any increment in the start cycle (a discarded beat, a sample leaving the
-        # pipeline; found by the formal property ``counter_restart``).
-        # Each counter from a copy of start_ok of its own (loaded with it): one register's
-        # clear of 512 flip-flops (their synchronous-reset pins) would span the die.
+        # Counters clear last in the module, so that a clear wins over an increment in the start
+        # cycle (formal ``counter_restart``); one copy each (HARDWARE.md, "The issue decision").
         counter_clears = replicas(m, "counter_clear", start_accepted, len(counters),
                                   reset_less=False)
         for counter, clear in zip(counters, counter_clears, strict=True):
@@ -1848,10 +1709,8 @@ class SgdCore(wiring.Component):
                            ((state != RUN) & (state != DRAIN))
                            | (sweep.at_start & sweep.first_slice),
                            *sfifo.invariants, *efifo.invariants,
-                           # (The batch's end, a register made from the next values of
-                           # those it stands for; the settings are latched as START begins,
-                           # or in IDLE when an abort meets the start, before START restarts
-                           # the batch registers.)
+                           # (Outside IDLE and START: the settings can be latched there
+                           # before START restarts the batch registers.)
                            state.matches(IDLE, START) | (last_of_batch == (
                                (in_sample_in_batch + 1 == cfg.batch) | last_sample)),
                            state.matches(IDLE, START) | (in_sample_in_batch < cfg.batch),

@@ -250,10 +250,8 @@ class FieldDecoder(wiring.Component):
             return any_of(beat[pos] & group_select(keys)
                           for pos, keys in sorted(terms.items()))
 
-        # Step 1, gathering: for each lane and sample s, the left-aligned index with s below it
-        # (``v = (index << (8 - b)) | (s * (2**(8 - b) - 1))``) and s itself, from the beat
-        # (AND-OR trees).  Then the level ``q << (8 - b)`` is ``v + s``: an addition of two
-        # registers, where ``index + (s << (8 - b))`` needs a LUT in front of the carry chain.
+        # Step 1, gathering: per lane and sample s, v = (index << (8 - b)) | s * (2**(8 - b) - 1)
+        # and s, so that the level is v + s, two registers' sum (HARDWARE.md, "Decoder").
         gathered = []   # per lane: ((v1, sample1), (v2, sample2))
         for lane in range(lanes):
             # For each output bit, the beat positions it can come from and under which settings.
@@ -327,9 +325,8 @@ class FieldDecoder(wiring.Component):
 
         lane_valid, lane_first, lane_second = [], [], []
         for lane, lane_bits in enumerate(gathered):
-            # Aligned level q << (8 - b) = aligned index + (s << (8 - b)) = v + s, then the
-            # lookup; the lookup's signed(11) result is narrowed to signed(10), exact as
-            # |F| <= 256.
+            # Level q << (8 - b) = v + s, then the lookup, whose signed(11) result is narrowed
+            # to signed(10): exact, as |F| <= 256.
             words = []
             for n, (v, sample) in enumerate(lane_bits, start=1):
                 level = Signal(LEVEL_WIDTH, name=f"lane{lane}_q{n}")
@@ -363,9 +360,8 @@ class FieldDecoder(wiring.Component):
                 m.d.comb += port.eq(reg)
         else:
             m.d.comb += [port.eq(value) for port, value in outputs]
-        # Single has F2 == F1, so F1 + F2 is also its label 2 F1 (9 fraction bits).  Made from
-        # the output words (the registered ones when latency > 0: the addition is then not in
-        # the same cycle as the words' own arithmetic).
+        # Single has F2 == F1, so F1 + F2 is also its label 2 F1 (9 fraction bits); from the
+        # output words (registered when latency > 0, off the words' own arithmetic).
         raw_setting = sel_raw
         if self._latency:
             raw_setting = Signal(reset_less=True)

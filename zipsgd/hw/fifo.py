@@ -150,9 +150,8 @@ class FabricOutputFifo(_FifoPorts):
 
         do_write = self.w_en & self.w_rdy
         output_free = ~self.r_rdy | self.r_en
-        # A word leaves the memory when the prefetch stage is empty or moves to the output:
-        # into the prefetch stage, or (``bypass``: the stage is empty and the output free)
-        # straight to the output from ``recent``.
+        # A word leaves the memory when the prefetch stage is empty or moves on: into that stage,
+        # or, if it is empty and the output free (``bypass``), to the output from ``recent``.
         take = self.memory_nonempty & (~self.prefetched | output_free)
         bypass = output_free & ~self.prefetched
         prefetch_stage = self._storage(m, do_write, take)

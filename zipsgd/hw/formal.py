@@ -178,10 +178,8 @@ def _elaborate_core(m: Module, params: EngineParams, platform) -> SgdCore:
     core = SgdCore(params)
     core._MustUse__silence = True  # elaborated below, not through Fragment.get
     m.submodules.core = core.elaborate(platform)
-    # Registers loaded together with another (a copy for fan-out, a decode of the state)
-    # equal what they stand for in every reachable state, and the core's other invariants
-    # hold; asserted in every harness, so that an induction does not start from a state
-    # where they do not.
+    # Copies equal what they stand for and the core's invariants hold, asserted in every
+    # harness so that an induction does not start from a state where they do not.
     m.d.comb += [Assert(copy == meaning)
                  for copy, meaning in core.formal_taps["register_copies"]]
     m.d.comb += [Assert(fact) for fact in core.formal_taps["invariants"]]
@@ -267,10 +265,8 @@ class StreamHarness(Elaboratable):
         m.d.comb += [Assert(~ready | running | discarding), Assert(~discarding | ready)]
         # (``flushing`` equals its definition: a register copy, asserted by _elaborate_core.)
 
-        # Handshakes while running since the accepted start, against the core's counters.  An
-        # error is an event (registered) a cycle before it is in error_count, and error_count
-        # also counts the other kinds, so the framing errors are counted from the events, and
-        # error_count is held to the events on its own.
+        # Running handshakes against the core's counters; framing errors are counted from the
+        # events (a cycle ahead of error_count, which counts every kind), error_count on its own.
         events = taps["error_events"]
         framing = events[ErrorBit.TLAST_EARLY] | events[ErrorBit.TLAST_MISSING]
         m.d.comb += Assert(~(events[ErrorBit.TLAST_EARLY] & events[ErrorBit.TLAST_MISSING]))

@@ -117,9 +117,8 @@ class HostLinkBridge(wiring.Component):
         length = Signal(16)
         head = Signal(32)           # the first four payload bytes (address, count)
         hdr_idx = Signal(3)
-        # The frame CRC (``link.CRC``), one register for both directions (a frame is received
-        # and then its reply sent, never both at once): ``start`` loads the initial value,
-        # ``valid`` adds ``data``; ``match_detected`` is the received frame's residue test.
+        # The frame CRC, one register for both directions: a frame is received and then its
+        # reply sent, never both at once.
         m.submodules.crc = crc = link.CRC.create()
         crc_ok = Signal()
         received = Signal(16)       # bytes after SOF, for GAP_TIMEOUT's detail
@@ -129,16 +128,13 @@ class HostLinkBridge(wiring.Component):
         n_beats = Signal(16)
         index = Signal(16)          # the word or beat being executed
         total = Signal(16)          # words or beats to execute
-        # The last index, payload byte and reply byte, registered with the counts they end:
-        # the state machine's end-of-loop tests are equalities of registers (no subtraction
-        # before the next-state and pointer logic).
+        # The last index, payload byte and reply byte, registered with the counts they end, so
+        # that the end-of-loop tests are equalities of registers (HARDWARE.md, "Loop ends").
         last_index = Signal(16)
         last_byte = Signal(16)
         reply_last = Signal(16)
-        # Those equalities themselves, registered: a test is made a cycle or more after
-        # both its sides last changed (every loop state is entered from another state, and
-        # a payload byte arrives a byte time after the one before), so the register is up to
-        # date when read, and the 16-bit compares are off the next-state logic.
+        # Those equalities, registered: each is read a cycle or more after both its sides last
+        # changed, so it is never stale (HARDWARE.md, "Loop ends").
         at_last_index, at_last_byte, at_reply_last = Signal(), Signal(), Signal()
         detail = Signal(16)
         reply_len = Signal(16)
@@ -151,15 +147,13 @@ class HostLinkBridge(wiring.Component):
         word = Signal(32)
         aw_done, w_done = Signal(), Signal()
         waited = Signal(range(lp.ready_timeout + 1))
-        # The engine's handshakes (a read answer, a write response, a beat taken) are
-        # registered before the state machine acts on them: a cycle more per word, and the
-        # engine's late ready, valid and response logic stops at one flip-flop here.
+        # The engine's handshakes are registered before the state machine acts on them: a cycle
+        # more per word, and the engine's late logic ends at a flip-flop here.
         b_seen, b_error = Signal(), Signal()
         r_seen, r_error = Signal(), Signal()
         offering, beat_taken = Signal(), Signal()
-        # TVALID is its own copy of ``offering`` (the same register, kept apart in synthesis):
-        # the bridge's handshake logic and the engine's issue decision each read a flip-flop
-        # placed beside them.
+        # TVALID, a copy of ``offering`` kept apart in synthesis, so that the bridge and the
+        # engine each read a flip-flop beside them (HARDWARE.md, "STREAM").
         tvalid = Signal(attrs={REPLICA_ATTRIBUTE: 1})
 
         m.d.sync += [at_last_index.eq(index == last_index), at_last_byte.eq(ptr == last_byte),
@@ -176,9 +170,8 @@ class HostLinkBridge(wiring.Component):
         byte_in = urx.valid
         data = urx.data
 
-        # The reply's length follows from its code, the command and its count (an error's
-        # payload is DETAIL, a READ's its words); it is loaded in TX_SOF, from registers, so
-        # that the many sites that end a command set the code only.
+        # The reply's length is loaded in TX_SOF from the code, command and count (registers),
+        # so that the many sites that end a command set the code only.
         def error(value, detail_value=0):
             m.d.sync += [code.eq(value), detail.eq(detail_value)]
             m.next = "TX_SOF"

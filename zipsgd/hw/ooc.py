@@ -83,9 +83,8 @@ class EngineOocTop(ClockedTop):
         outputs = [getattr(engine, n) for n, mb in engine.signature.members.items()
                    if mb.flow != In]
         m.submodules.stimulus = stim = _Lfsr(sum(len(s) for s in inputs) + 8)
-        # The engine's reset is an input like the others (kept, so its logic is counted).  As
-        # on the board tops it reaches the engine through a global buffer (DCCA): a fabric net
-        # from one flip-flop to every reset input across the die would set fmax instead.
+        # The engine's reset is an input like the others (kept, so its logic is counted), through
+        # a global buffer as on the board tops (HARDWARE.md, "Host link").
         reset_source, engine_reset = Signal(), Signal()
         m.d.sync += reset_source.eq(stim.bits[-8:].all())
         m.submodules.reset_buf = Instance("DCCA", i_CLKI=reset_source, i_CE=Const(1, 1),

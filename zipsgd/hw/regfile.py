@@ -312,8 +312,7 @@ class RegisterFile(wiring.Component):
         m.d.comb += [
             port_busy.eq(port.write | read_wait),
             # A request executes once the previous response is taken, not in its handshake's
-            # cycle: BREADY and RREADY (the manager's logic) stay off the decode and the
-            # enables of every register.
+            # cycle, so that BREADY and RREADY stay off every register's decode and enables.
             write_go.eq(aw_full & w_full & ~bus.bvalid & ~port_busy),
             read_go.eq(ar_full & ~bus.rvalid & ~port_busy & ~write_go & ~read_staged),
         ]
@@ -349,10 +348,8 @@ class RegisterFile(wiring.Component):
         # -- writes ----------------------------------------------------------------------------
         byte_mask = Signal(DATA_WIDTH)
         m.d.comb += byte_mask.eq(Cat(*(w_strb[i].replicate(8) for i in range(len(w_strb)))))
-        # A write behind the one that pulsed START executes two cycles after it at the
-        # earliest, the cycle after the pulse.  The lock is a register (off the core's state
-        # decode): the pulse or BUSY a cycle earlier, so it is up in that cycle, and falls a
-        # cycle after BUSY.
+        # The lock is a register (off the core's state decode), up from the cycle after the START
+        # pulse, the first in which a later write can execute, until a cycle after BUSY falls.
         config_locked = Signal()
         m.d.sync += config_locked.eq(status.busy | ctrl.start)
 
@@ -376,10 +373,8 @@ class RegisterFile(wiring.Component):
             if word is not None:
                 words.append(Mux(selected, word, 0))
                 okay.append(selected)
-        # The selected word is gathered over two cycles: groups of words ORed into registers
-        # every cycle (the selection holds while AR is in its buffer), then the groups ORed
-        # into RDATA in the cycle after the read executes (``read_staged``).  The words are
-        # those of the execute cycle, as is a _LO read's latched high word.
+        # The selected word in two cycles: groups ORed into registers every cycle (AR holds the
+        # selection), then into RDATA a cycle after the read executes, with that cycle's words.
         groups = [Signal(DATA_WIDTH, name=f"read_group{k}")
                   for k in range(0, len(words), READ_GROUP)]
         m.d.sync += [group.eq(functools.reduce(operator.or_, words[k * READ_GROUP:
@@ -403,11 +398,8 @@ class RegisterFile(wiring.Component):
         with m.If(read_wait & port.rvalid):
             m.d.sync += [read_wait.eq(0), bus.rvalid.eq(1), bus.rresp.eq(RESP_OKAY),
                          bus.rdata.eq(port.rdata)]
-        # Facts of every reachable state that the formal harness (``zipsgd.hw.formal``)
-        # asserts, so that an induction does not start where they fail: a write's decoded
-        # register is one of them at most (decoded from one address), a START pulse's or a
-        # model-port write's access has its response pending, and a model-port read's is
-        # waited for.
+        # Facts of every reachable state, asserted by the formal harness so that an induction
+        # does not start where they fail: a one-hot write decode, responses pending or awaited.
         self.formal_taps = {"invariants": [(aw_sel & (aw_sel - 1)) == 0,
                                            ~ctrl.start | bus.bvalid,
                                            ~port.write | bus.bvalid,

@@ -66,12 +66,9 @@ LUT_MAPPING = {
 KEEP_REPLICAS = f"setattr -set keep 1 a:{REPLICA_ATTRIBUTE} %ci1 t:$*dff* %i"
 
 #: Yosys commands after reading the design: a read of a memory marked with
-#: ``core.UNUSED_COLLISION_ATTRIBUTE`` (one read and one write port) in the cycle of a write to
-#: the same row is undefined.  The engine never uses such a read (``docs/HARDWARE.md``,
-#: "Memories' collisions"; every simulation checks it), and a block RAM does not keep the
-#: old word across its ports: otherwise Yosys builds a bypass for it (an address comparison
-#: and a multiplexer after the RAM's output), on the paths into and out of every bank.
-#: The mask has a bit per pair of read and write ports: one command per port count.
+#: ``core.UNUSED_COLLISION_ATTRIBUTE`` in the cycle of a write to the same row is undefined, so
+#: that Yosys builds no bypass for it (``docs/HARDWARE.md``, "Memories' collisions").  The mask
+#: has a bit per pair of read and write ports: one command per port count.
 UNDEFINED_COLLISIONS = "\n".join([
     "proc",              # (memory_collect skips a module with processes)
     "memory_collect",

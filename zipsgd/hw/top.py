@@ -66,9 +66,8 @@ class ZipsgdEngine(wiring.Component):
         wiring.connect(m, core.status, regs.status)
         m.d.comb += [core.model_index.eq(regs.model.index), core.model_wdata.eq(regs.model.wdata),
                      core.model_write.eq(regs.model.write), core.model_read.eq(regs.model.read)]
-        # The model port's answer is registered on its way to the register file (a cycle more
-        # per MODEL_DATA read): the model memory's output and its bank choice end at a
-        # flip-flop, not at RDATA's choice.
+        # The model port's answer is registered (a cycle more per MODEL_DATA read), so that the
+        # memory's output and bank choice end at a flip-flop, not at RDATA's choice.
         answer_data, answer_valid = Signal(32), Signal()
         m.d.sync += [answer_data.eq(core.model_rdata), answer_valid.eq(core.model_rvalid)]
         m.d.comb += [regs.model.rdata.eq(answer_data), regs.model.rvalid.eq(answer_valid)]
