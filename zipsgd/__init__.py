@@ -18,12 +18,13 @@ from .spec.errors import (
     ConfigError,
     DatasetError,
     LinkError,
+    OutputError,
     OutputExistsError,
     StreamFormatError,
     ZipsgdError,
 )
 
 __all__ = ["ZipsgdError", "DatasetError", "StreamFormatError", "ConfigError",
-           "OutputExistsError", "LinkError"]
+           "OutputError", "OutputExistsError", "LinkError"]
 
 __version__ = importlib.metadata.version("zipsgd")

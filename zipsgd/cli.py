@@ -8,8 +8,12 @@ atomically and never replace an existing file without ``--force``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from tqdm import tqdm
@@ -18,6 +22,7 @@ from . import __version__
 from .host import report as reporting
 from .host.backend import backend_names
 from .host.datasets import open_source
+from .host.output import atomic_output, check_output, check_output_folder
 from .host.pack import pack_source
 from .host.perf import PLATFORMS, perf_table
 from .host.study import run_convergence_study, run_demo
@@ -51,7 +56,7 @@ from .spec.engine import (
     OOC_FREQ_MHZ,
     EngineParams,
 )
-from .spec.errors import ConfigError, OutputExistsError, ZipsgdError
+from .spec.errors import ConfigError, ZipsgdError
 from .spec.stream import Encoding, StreamLayout
 
 __all__ = ["main", "build_parser"]
@@ -220,10 +225,16 @@ def _add_train(sub) -> None:
 
 
 def _check_outputs(args, *names) -> None:
-    for name in names:
-        path = getattr(args, name, None)
-        if path and Path(path).exists() and not args.force:
-            raise OutputExistsError(f"{path} exists; pass --force to overwrite it")
+    """Every output path is publishable before the work starts; no two are the same file."""
+    given = {name: getattr(args, name) for name in names if getattr(args, name, None)}
+    seen: dict[Path, str] = {}
+    for name, path in given.items():
+        resolved = Path(path).resolve()
+        if resolved in seen:
+            raise ConfigError(f"--{seen[resolved]} and --{name} name the same file {path}: "
+                              "expected two different outputs")
+        seen[resolved] = name
+        check_output(path, args.force)
 
 
 def _run_train(args) -> int:
@@ -308,6 +319,7 @@ def _add_export(sub) -> None:
     _add_build_options(p, _BUILD)
     p.add_argument("--lanes", type=int, default=None,
                    help="lanes L, a power of two from 2 to W/2 (none given: W/2)")
+    p.add_argument("--force", action="store_true", help="overwrite the folder's engine files")
     p.set_defaults(run=_run_export)
 
 
@@ -322,9 +334,15 @@ def _add_build_options(p, params: EngineParams) -> None:
 
 def _run_export(args) -> int:
     params = EngineParams(args.bus_width, args.max_features, args.max_batch, args.lanes)
-    vpath, jpath = export_verilog(params, args.output)
-    print(f"wrote {vpath} and {jpath} (W={params.bus_width}, N_max={params.max_features}, "
-          f"B_max={params.max_batch}, {params.lanes} lanes)")
+    folder = check_output_folder(args.output, create=True)
+    files = export_verilog(params)
+    for name in files:
+        check_output(folder / name, args.force)
+    for name, text in files.items():
+        with atomic_output(folder / name, args.force, mode="w") as file:
+            file.write(text)
+    print(f"wrote {' and '.join(str(folder / name) for name in files)} (W={params.bus_width}, "
+          f"N_max={params.max_features}, B_max={params.max_batch}, {params.lanes} lanes)")
     return 0
 
 
@@ -524,22 +542,65 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised in the main thread so that every output's temporary file is
+    removed on the way out, as on an interrupt."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum, frame):
+    raise _Terminated(signum)
+
+
+@contextlib.contextmanager
+def _stop_signals():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``zipsgd`` command; returns the exit status (2 for bad input)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except _UsageError as error:
-        print(error, file=sys.stderr)
+        print(_one_line(error), file=sys.stderr)
         return 2
     try:
-        return args.run(args)
+        with _stop_signals():
+            return args.run(args)
     except ZipsgdError as error:
-        print(f"zipsgd: error: {error}", file=sys.stderr)
+        print(f"zipsgd: error: {_one_line(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("zipsgd: interrupted", file=sys.stderr)
         return 130
+    except _Terminated as stop:
+        print(f"zipsgd: stopped by {signal.Signals(stop.signum).name}", file=sys.stderr)
+        return 128 + stop.signum
+    except BrokenPipeError:
+        # The reader of standard output has gone (``| head``): nothing more to say to it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as error:  # a path the run reads or writes: name it and the reason
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"zipsgd: error: {where}{_one_line((error.strerror or str(error)).lower())}",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

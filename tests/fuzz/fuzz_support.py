@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import tracemalloc
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 LONG_RUN = os.environ.get("HYPOTHESIS_PROFILE") == "fuzz"
 _CHECKS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
@@ -38,3 +38,16 @@ def peak_allocation(call) -> int:
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     return peak
+
+
+def cli_fuzz_settings(examples: int, long_examples: int = 300) -> settings:
+    """The settings of a fuzz target whose every example starts processes (the CLI suite,
+    ``test_fuzz_cli.py``): ``examples`` derandomized examples in the normal suite, without
+    shrinking (a failing example is reported as drawn, so the suite's time stays bounded);
+    in the long run ``ZIPSGD_FUZZ_CLI_EXAMPLES`` random examples (default ``long_examples``),
+    shrunk, every distinct failure class reported."""
+    if LONG_RUN:
+        count = int(os.environ.get("ZIPSGD_FUZZ_CLI_EXAMPLES", long_examples))
+        return settings(deadline=None, max_examples=count, suppress_health_check=_CHECKS)
+    return settings(derandomize=True, database=None, max_examples=examples, deadline=None,
+                    phases=(Phase.explicit, Phase.generate), suppress_health_check=_CHECKS)

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from zipsgd.cli import main
+from zipsgd.host.output import TEMP_SUFFIX, stale_temporaries
 from zipsgd.host.report import write_json
 from zipsgd.host.zsgd_file import Scaling, StreamFile, StreamHeader, write_stream
 from zipsgd.spec.errors import StreamFormatError
@@ -27,7 +28,7 @@ from zipsgd.spec.stream import Encoding, StreamLayout, pack_fields
 
 LAYOUT = StreamLayout(Encoding.DOUBLE, 4, 64)
 #: What atomic_output names its temporary file: ".<name>.<random>.tmp", next to the target.
-TEMPORARY = r"\.{name}\.[^/]+\.tmp"
+TEMPORARY = r"\.{name}\.\d+\.zipsgd-tmp"
 
 # The child writes through the project's writers, stops half-way (after the temporary file
 # exists and holds data) and says so; the parent then kills it.
@@ -113,11 +114,15 @@ def test_killed_writer_leaves_previous_file_intact(tmp_path, kind):
     assert len(leftovers) == 1
     (leftover,) = leftovers
     assert re.fullmatch(TEMPORARY.format(name=re.escape(target.name)), leftover.name)
-    assert leftover.name.startswith(".") and leftover.suffix == ".tmp"
+    assert leftover.name.startswith(".") and leftover.name.endswith(TEMP_SUFFIX)
     assert leftover.stat().st_size > 0  # it was really killed mid-way through the data
     if kind == "zsgd":
         with pytest.raises(StreamFormatError, match="magic"):  # the header is written last
             StreamFile(leftover)
+    # The next output to the folder recognizes the dead writer's temporary and removes it.
+    assert stale_temporaries(tmp_path) == [leftover]
+    write_json({"next": True}, tmp_path / "next.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([target.name, "next.json"])
 
 
 def test_killed_writer_without_previous_file_leaves_no_output(tmp_path):

@@ -20,9 +20,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from ..spec.errors import ConfigError, DatasetError, OutputExistsError
+from ..spec.errors import ConfigError, DatasetError
 from ..spec.stream import StreamLayout, check_n_features, pack_fields
 from .datasets import DataSource
+from .output import check_output
 from .quantize import epoch_rng, quantize_fields
 from .scaling import ColumnStats, Scaler
 from .zsgd_file import MAX_EPOCHS, MAX_SAMPLES, Scaling, StreamHeader, StreamWriter
@@ -113,8 +114,9 @@ def pack_source(source: DataSource, out_path, layout: StreamLayout, *, seed: int
 
     Raises
     ------
-    OutputExistsError
-        If ``out_path`` exists and not ``force`` (checked before any pass; the file is kept).
+    OutputError, OutputExistsError
+        If ``out_path`` cannot be published, or exists and not ``force`` (checked before any
+        pass, and again when it is published: an existing file is kept).
     DatasetError
         For bad input data (including a constant label) or a source that changes between
         passes.
@@ -126,8 +128,7 @@ def pack_source(source: DataSource, out_path, layout: StreamLayout, *, seed: int
     epoch_first = _check_range("epoch_first", epoch_first, 0, _MAX_U32 - epochs + 1)
     scaling = Scaling.parse(scaling)
     out_path = Path(out_path)
-    if out_path.exists() and not force:  # fail before the passes, not after them
-        raise OutputExistsError(f"{out_path} exists; pass --force to overwrite it")
+    check_output(out_path, force)  # fail before the passes, not after them
     if chunk_rows is None:
         chunk_rows = default_chunk_rows(source.n_features + add_intercept)
 

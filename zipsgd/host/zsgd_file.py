@@ -8,17 +8,15 @@ The payload follows the header: ``epoch_count`` streams of ``n_samples`` samples
 by :mod:`zipsgd.spec.stream`.  A scaled value ``v`` stands for the original value
 ``offset + scale * v``.
 
-Every problem with a file raises :class:`~zipsgd.spec.errors.StreamFormatError`.  Files are written
-to a temporary file in the destination folder and renamed into place; an existing file is replaced
-only with ``force=True``.
+Every problem with a file raises :class:`~zipsgd.spec.errors.StreamFormatError`.  Files are
+published with :class:`zipsgd.host.output.atomic_output`: an existing file is replaced only with
+``force=True``.
 """
 
 from __future__ import annotations
 
 import enum
-import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -26,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..spec.errors import ConfigError, OutputExistsError, StreamFormatError
+from ..spec.errors import ConfigError, StreamFormatError
 from ..spec.stream import MAX_FEATURES, Encoding, StreamLayout
+from .output import atomic_output
 
 __all__ = ["MAGIC", "VERSION", "HEADER_FIELDS", "FIXED_BYTES", "FLAG_INTERCEPT", "Scaling",
            "LabelFormat", "StreamHeader", "StreamWriter", "StreamFile", "atomic_output",
@@ -197,42 +196,6 @@ def _decode_header(read) -> tuple[StreamHeader, int]:
             and (header.scales > 0).all()):
         raise StreamFormatError("scale table: expected finite offsets and positive scales")
     return header, payload_crc
-
-
-class atomic_output:
-    """Context manager: a temporary file next to ``path``, renamed onto it on success.
-
-    Refuses (``OutputExistsError``) to replace an existing ``path`` unless ``force``.  On an
-    exception the temporary file is removed and ``path`` is left as it was.
-    """
-
-    def __init__(self, path, force: bool = False, mode: str = "wb"):
-        self.path = Path(path)
-        self.force = force
-        self.mode = mode
-
-    def __enter__(self):
-        if self.path.exists() and not self.force:
-            raise OutputExistsError(f"{self.path} exists; pass --force to overwrite it")
-        folder = self.path.parent if str(self.path.parent) else Path(".")
-        if not folder.is_dir():
-            raise OutputExistsError(f"output folder {folder} does not exist")
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
-        self.file = os.fdopen(fd, self.mode)
-        return self.file
-
-    def __exit__(self, exc_type, exc, tb):
-        try:
-            if exc_type is None:
-                self.file.flush()
-                os.fsync(self.file.fileno())
-            self.file.close()
-            if exc_type is None:
-                os.replace(self.tmp, self.path)
-        finally:
-            if os.path.exists(self.tmp):
-                os.unlink(self.tmp)
-        return False
 
 
 class StreamWriter:

@@ -1,7 +1,7 @@
 """The engine as a block-design IP: AXI4-Stream slave for samples, AXI4-Lite slave for control.
 
 :class:`ZipsgdEngine` wires the register file (``zipsgd/hw/regfile.py``) to the core
-(``zipsgd/hw/core.py``); :func:`export_verilog` writes its Verilog and a JSON description of its
+(``zipsgd/hw/core.py``); :func:`export_verilog` makes its Verilog and a JSON description of its
 ports and parameters.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from pathlib import Path
 
 from amaranth.back import verilog
 from amaranth.hdl import Module, Signal
@@ -90,13 +89,10 @@ def port_description(engine: ZipsgdEngine) -> dict:
             "ports": ports}
 
 
-def export_verilog(params: EngineParams, out_dir) -> tuple[Path, Path]:
-    """Write ``zipsgd_engine.v`` and ``zipsgd_engine.json`` into ``out_dir``."""
+def export_verilog(params: EngineParams) -> dict[str, str]:
+    """The engine's files: ``{"zipsgd_engine.v": Verilog, "zipsgd_engine.json": ports and
+    parameters}`` (the caller publishes them)."""
     engine = ZipsgdEngine(params)
     text = verilog.convert(engine, name=TOP_NAME, emit_src=False)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    vpath, jpath = out / f"{TOP_NAME}.v", out / f"{TOP_NAME}.json"
-    vpath.write_text(text)
-    jpath.write_text(json.dumps(port_description(engine), indent=1) + "\n")
-    return vpath, jpath
+    return {f"{TOP_NAME}.v": text,
+            f"{TOP_NAME}.json": json.dumps(port_description(engine), indent=1) + "\n"}

@@ -4,8 +4,8 @@ Every error that bad *input* can cause is one of these, so callers (the CLI abov
 bad input (exit status 2, a one-line message) from a bug (a traceback).
 """
 
-__all__ = ["ZipsgdError", "DatasetError", "StreamFormatError", "ConfigError", "OutputExistsError",
-           "LinkError"]
+__all__ = ["ZipsgdError", "DatasetError", "StreamFormatError", "ConfigError", "OutputError",
+           "OutputExistsError", "LinkError"]
 
 
 class ZipsgdError(Exception):
@@ -26,8 +26,13 @@ class ConfigError(ZipsgdError):
     """A parameter is out of its documented range (bit width, bus width, formats, step size...)."""
 
 
-class OutputExistsError(ZipsgdError):
-    """An output file exists and ``force`` was not given."""
+class OutputError(ZipsgdError):
+    """An output cannot be written: its folder is missing or not writable, the disk is full,
+    the name is too long, or a folder stands where the file would go."""
+
+
+class OutputExistsError(OutputError):
+    """An output file exists (or appeared while it was written) and ``force`` was not given."""
 
 
 class LinkError(ZipsgdError):
