@@ -263,11 +263,17 @@ def assert_same_generators(golden: GoldenEngine, ref: RefEngine, steps: int = 3)
         assert int(residual[k]) == ref.gen[ref.lanes], k
 
 
+def ref_samples(payload: bytes, cfg: dict, bus_width: int) -> int:
+    layout = run_config(cfg).layout(bus_width)
+    return len(payload) // layout.sample_bytes(cfg["n"])
+
+
 def run_both(cfg: dict, bus_width: int, epochs: list[bytes], model=None, reconfigure=None,
-             chunk_samples: int = 8192):
+             decode_bytes: int = 64 << 20, split: int | None = None):
     """Run the same epochs on both engines; ``reconfigure[k]`` (a dict of changes) is applied
-    before epoch k; the golden model decodes ``chunk_samples`` samples at a time (its result
-    must not depend on that).  Returns the reference statuses."""
+    before epoch k; the golden model decodes about ``decode_bytes`` at a time and, with
+    ``split``, reads the epoch as chunks of ``split`` samples (its result must depend on
+    neither).  Returns the reference statuses."""
     golden = GoldenEngine(EngineParams(bus_width=bus_width), run_config(cfg))
     ref = RefEngine(bus_width, cfg, model or [0] * cfg["n"])
     if model is not None:
@@ -281,7 +287,11 @@ def run_both(cfg: dict, bus_width: int, epochs: list[bytes], model=None, reconfi
             ref.cfg = new
             if "seed" in changes:
                 ref.write_seed(changes["seed"])
-        got, want = golden.run_epoch(payload, chunk_samples), ref.run_epoch(payload)
+        given = payload
+        if split is not None:
+            size = len(payload) // ref_samples(payload, cfg, bus_width) * split
+            given = (payload[i:i + size] for i in range(0, len(payload), size))
+        got, want = golden.run_epoch(given, decode_bytes), ref.run_epoch(payload)
         assert_same(golden, ref, got, want, (cfg, k))
         statuses.append(want)
     assert_same_generators(golden, ref)
@@ -333,9 +343,12 @@ def test_golden_matches_reference(case):
            "seed": int(rng.integers(0, 1 << 32))}
     n_samples = 20  # batches of 3 and 16 end with a partial batch
     epochs = [random_payload(rng, cfg, case["bus_width"], n_samples) for _ in range(2)]
-    chunk = 7 if case["n"] % 2 else 8192  # small chunks: batches never straddle them
+    # Odd n: decoded two samples at a time from file chunks of five, so batches of 3 and 16
+    # straddle both; even n: one piece.
+    small = case["n"] % 2
     statuses = run_both(cfg, case["bus_width"], epochs, model=random_model(rng, cfg),
-                        chunk_samples=chunk)
+                        decode_bytes=64 * (case["n"] + 1) if small else 64 << 20,
+                        split=5 if small else None)
     assert statuses[0].updates == -(-n_samples // cfg["batch"])
 
 

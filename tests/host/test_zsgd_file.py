@@ -4,6 +4,7 @@ atomic writing."""
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 import zlib
@@ -12,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from zipsgd.host import zsgd_file
 from zipsgd.host.zsgd_file import (
     FIXED_BYTES,
     HEADER_FIELDS,
@@ -331,8 +333,43 @@ def test_nonpositive_or_nonfinite_scale_table(tmp_path, bad_scale, bad_offset):
 
 
 def test_directory_and_missing_path(tmp_path):
-    expect_error(tmp_path, "expected a readable .zsgd file", "is a directory")
+    expect_error(tmp_path, "expected a regular .zsgd file, found a folder")
     expect_error(tmp_path / "missing.zsgd", "expected a readable .zsgd file", "missing.zsgd")
+
+
+def test_a_fifo_is_refused_at_once(tmp_path):
+    """Opening a FIFO for reading would wait for a writer forever."""
+    fifo = tmp_path / "pipe.zsgd"
+    os.mkfifo(fifo)
+    expect_error(fifo, "expected a regular .zsgd file, found a FIFO")
+
+
+def _rewrite(path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as file:  # in place, as another program would
+        file.seek(offset)
+        file.write(data)
+
+
+@pytest.mark.parametrize("change", ["overwrite", "truncate"])
+def test_a_file_changed_after_it_was_verified_is_refused(good, change, monkeypatch):
+    """What a run reads is exactly what was verified: every chunk is checked again."""
+    path, header, epochs = good
+    monkeypatch.setattr(zsgd_file, "CHUNK_BYTES", header.sample_bytes)  # a chunk per sample
+    stream = StreamFile(path)
+    chunks = stream.iter_epoch_chunks(1)
+    np.testing.assert_array_equal(next(chunks), epochs[1][:header.sample_bytes])
+    end = header.header_bytes + 2 * header.epoch_bytes
+    if change == "overwrite":
+        _rewrite(path, end - header.sample_bytes, bytes(header.sample_bytes))
+        with pytest.raises(StreamFormatError, match="changed after it was opened and verified"):
+            list(chunks)
+    else:
+        os.truncate(path, end - 1)
+        with pytest.raises(StreamFormatError, match="truncated after it was opened"):
+            list(chunks)
+    with pytest.raises(StreamFormatError):
+        stream.epoch_payload(1)
+    np.testing.assert_array_equal(stream.epoch_payload(0), epochs[0])  # untouched: still fine
 
 
 # -- atomic writing -------------------------------------------------------------------------

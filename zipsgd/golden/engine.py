@@ -35,6 +35,11 @@ from ..spec.stream import Encoding, decode_fields, unpack_fields
 __all__ = ["GoldenEngine"]
 
 _RAND_MASK = (1 << RAND_BITS) - 1
+#: Decoded samples in memory at a time, in bytes (``run_epoch``): the training memory bound.
+DECODE_BYTES = 64 << 20
+#: int64 bytes per value while a sample is decoded: the unpacked field, the two decoded
+#: samples and a temporary of the products.
+_DECODED_BYTES_PER_VALUE = 32
 
 
 def _check_bound(values: np.ndarray, log2_bound: int, what: str) -> None:
@@ -171,44 +176,66 @@ class GoldenEngine:
 
     # -- an epoch -------------------------------------------------------------------------
 
-    def run_epoch(self, payload, chunk_samples: int = 8192) -> EpochStatus:
-        """Train on one packed epoch (uint8 array or bytes of whole samples).
+    def run_epoch(self, payload, decode_bytes: int = DECODE_BYTES) -> EpochStatus:
+        """Train on one packed epoch: a uint8 array or bytes of whole samples, or an iterable
+        of such chunks (read from a file as they are used).
 
         Mini-batch ``t`` holds samples ``[t*B, (t+1)*B)`` of the epoch (the last may be shorter).
         With ``UpdateMode.EXACT`` its dot products use the model after batches ``0..t-1``; with
         ``DELAYED`` the model after batches ``0..t-2``.  Every pending update is applied at the
-        end of the epoch, so the model read back after an epoch has seen every sample.
+        end of the epoch, so the model read back after an epoch has seen every sample.  At most
+        about ``decode_bytes`` of decoded samples are in memory at a time, whatever the epoch's
+        size: a batch larger than that is decoded in parts, whose gradients add exactly.
         """
         cfg = self.config
         layout = cfg.layout(self.params.bus_width)
-        raw = np.frombuffer(payload, dtype=np.uint8) if not isinstance(payload, np.ndarray) \
-            else payload
         sample_bytes = layout.sample_bytes(cfg.n_features)
-        if raw.size == 0 or raw.size % sample_bytes:
-            raise ConfigError(f"payload must be a non-empty whole number of {sample_bytes}-byte "
-                              f"samples, found {raw.size} bytes")
+        chunks = [payload] if isinstance(payload, (bytes, bytearray, memoryview, np.ndarray)) \
+            else payload
+        step = max(1, decode_bytes // (_DECODED_BYTES_PER_VALUE * (cfg.n_features + 1)))
         status = EpochStatus()
-        n_samples = raw.size // sample_bytes
         keep = 1 if cfg.update_mode is UpdateMode.DELAYED else 0
         pending: deque[np.ndarray] = deque()
-        batch = cfg.batch_size
-        chunk = max(batch, (chunk_samples // batch) * batch)
-        for start in range(0, n_samples, chunk):
-            stop = min(start + chunk, n_samples)
-            fields = unpack_fields(raw[start * sample_bytes:stop * sample_bytes], layout,
-                                   cfg.n_features)
-            decoded = decode_fields(fields, layout)
-            for b0 in range(0, stop - start, batch):
-                b1 = min(b0 + batch, stop - start)
-                gradient = self._batch(decoded, b0, b1, status)
-                pending.append(gradient)
-                while len(pending) > keep:
-                    self._apply_update(pending.popleft(), status)
+        batch, in_batch, gradient = cfg.batch_size, 0, None
+        n_samples = 0
+        for chunk in chunks:
+            raw = chunk if isinstance(chunk, np.ndarray) else np.frombuffer(chunk, np.uint8)
+            if raw.size % sample_bytes:
+                raise ConfigError(f"payload must be a whole number of {sample_bytes}-byte "
+                                  f"samples, found a chunk of {raw.size} bytes")
+            count = raw.size // sample_bytes
+            n_samples += count
+            for start in range(0, count, step):
+                stop = min(start + step, count)
+                fields = unpack_fields(raw[start * sample_bytes:stop * sample_bytes], layout,
+                                       cfg.n_features)
+                decoded = decode_fields(fields, layout)
+                b0 = 0
+                while b0 < stop - start:
+                    b1 = min(b0 + batch - in_batch, stop - start)
+                    part = self._batch(decoded, b0, b1, status)
+                    gradient = part if gradient is None else gradient + part
+                    in_batch += b1 - b0
+                    b0 = b1
+                    if in_batch == batch:
+                        self._end_batch(gradient, pending, keep, status)
+                        in_batch, gradient = 0, None
+        if n_samples == 0:
+            raise ConfigError(f"payload must be a non-empty whole number of {sample_bytes}-byte "
+                              "samples, found 0 bytes")
+        if gradient is not None:
+            self._end_batch(gradient, pending, keep, status)
         while pending:
             self._apply_update(pending.popleft(), status)
         status.samples = n_samples
         status.beats = n_samples * layout.beats_per_sample(cfg.n_features)
         return status
+
+    def _end_batch(self, gradient, pending: deque, keep: int, status: EpochStatus) -> None:
+        _check_bound(gradient, self.params.grad_acc_width - 2, "gradient accumulator")
+        pending.append(gradient)
+        while len(pending) > keep:
+            self._apply_update(pending.popleft(), status)
 
     def _batch(self, decoded, b0: int, b1: int, status: EpochStatus) -> np.ndarray:
         """Dot products, residuals, loss and gradient of samples ``b0..b1-1`` of a chunk."""
@@ -220,6 +247,4 @@ class GoldenEngine:
         residual = dot - label
         self._accumulate_loss(residual, status)
         scaled = self._scaled_residual(residual, status)
-        gradient = self._gradient(decoded.second[b0:b1], scaled)
-        _check_bound(gradient, self.params.grad_acc_width - 2, "gradient accumulator")
-        return gradient
+        return self._gradient(decoded.second[b0:b1], scaled)

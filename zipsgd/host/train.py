@@ -306,6 +306,9 @@ def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: 
         else:
             engine.configure(config)
         payload = payload_for(epoch)
+        if checked:  # an engine backend is sent the whole epoch
+            payload = np.concatenate(list(payload)) if not isinstance(payload, np.ndarray) \
+                else payload
         status = engine.run_epoch(payload)
         record = {"epoch": epoch, "gamma": settings.gamma(epoch),
                   **_status_record(status, n_samples, label_scale, config),
@@ -387,8 +390,8 @@ def train_stream_file(stream: StreamFile, settings: TrainSettings, progress=None
                                 "bits": layout.bits, "bus_width": layout.bus_width})
     report = _report_base(str(stream.path), settings, header.n_samples, header.n_features)
 
-    def payload_for(epoch):
-        return np.asarray(stream.epoch_payload((epoch - 1) % header.epoch_count))
+    def payload_for(epoch):  # read and checked chunk by chunk as the golden model goes
+        return stream.iter_epoch_chunks((epoch - 1) % header.epoch_count)
 
     engine = _engine_epochs(report, settings, header.n_features, header.n_samples, payload_for,
                             float(header.scales[0]), None, progress)

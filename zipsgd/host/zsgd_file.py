@@ -16,6 +16,8 @@ published with :class:`zipsgd.host.output.atomic_output`: an existing file is re
 from __future__ import annotations
 
 import enum
+import os
+import stat
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
@@ -33,6 +35,8 @@ __all__ = ["MAGIC", "VERSION", "HEADER_FIELDS", "FIXED_BYTES", "FLAG_INTERCEPT",
            "write_stream", "with_epochs"]
 
 MAGIC = b"\x89ZSGD\r\n\x1a"
+#: The payload is read and checked in chunks of at most this many bytes (whole samples).
+CHUNK_BYTES = 1 << 24
 VERSION = 1
 #: The fixed part of the header, in order: (name, struct code, meaning).  The one definition
 #: the reader, the writer and docs/FORMAT.md use.
@@ -243,18 +247,26 @@ class StreamFile:
     """A ``.zsgd`` file opened for reading.
 
     Opening checks the header (magic, version, CRC, consistency) and the file size; with
-    ``verify_payload`` (the default) it also checks the payload CRC, reading the file once in
-    chunks.  The payload is memory-mapped, so files larger than RAM can be streamed.
+    ``verify_payload`` (the default) it also reads the payload once in chunks, checks its CRC
+    and keeps a CRC-32 of every chunk.  The payload is then read again chunk by chunk as it is
+    used, each chunk checked against its CRC, so what a run trains on is exactly what was
+    verified: a file changed or truncated in the meantime raises :class:`StreamFormatError`.
+    Files larger than RAM stream in chunks of at most :data:`CHUNK_BYTES`.
 
     Raises
     ------
     StreamFormatError
-        For any malformed, truncated or corrupt file, or one that cannot be read.
+        For any malformed, truncated or corrupt file, one that is not a regular file, or one
+        that cannot be read.
     """
 
     def __init__(self, path, verify_payload: bool = True):
         self.path = Path(path)
         try:
+            kind = self.path.stat().st_mode
+            if not stat.S_ISREG(kind):  # opening a FIFO would wait for a writer forever
+                raise StreamFormatError(f"{path}: expected a regular .zsgd file, found "
+                                        f"{_file_kind(kind)}")
             with open(self.path, "rb") as file:
                 self.header, self.payload_crc32 = _decode_header(file.read)
             size = self.path.stat().st_size
@@ -265,37 +277,104 @@ class StreamFile:
         if size != expected:
             kind = "truncated" if size < expected else "trailing bytes after payload"
             raise StreamFormatError(f"{kind}: expected {expected} bytes, found {size}")
-        self._payload = np.memmap(self.path, dtype=np.uint8, mode="r",
-                                  offset=self.header.header_bytes,
-                                  shape=(self.header.payload_bytes,))
+        self._chunk_crcs: list[list[int]] | None = None
         if verify_payload:
             self.verify_payload()
 
-    def verify_payload(self, chunk_bytes: int = 1 << 24) -> None:
-        crc = 0
-        for start in range(0, self._payload.size, chunk_bytes):
-            crc = zlib.crc32(self._payload[start:start + chunk_bytes], crc)
+    def _chunks(self, index: int) -> list[tuple[int, int]]:
+        """(file offset, size) of the chunks of stored epoch ``index``: whole samples, at
+        most :data:`CHUNK_BYTES` (at least one sample)."""
+        header = self.header
+        step = max(1, CHUNK_BYTES // header.sample_bytes) * header.sample_bytes
+        start = header.header_bytes + index * header.epoch_bytes
+        return [(start + offset, min(step, header.epoch_bytes - offset))
+                for offset in range(0, header.epoch_bytes, step)]
+
+    def _read(self, file, offset: int, size: int) -> bytes:
+        """``size`` bytes at ``offset``, from the file itself (unbuffered: nothing read ahead
+        before it was checked)."""
+        data = bytearray()
+        while len(data) < size:
+            part = os.pread(file.fileno(), size - len(data), offset + len(data))
+            if not part:
+                break
+            data += part
+        if len(data) != size:
+            raise StreamFormatError(f"{self.path} was truncated after it was opened: expected "
+                                    f"{size} bytes at offset {offset}, found {len(data)}")
+        return data
+
+    def verify_payload(self) -> None:
+        """Read the whole payload, check its CRC-32 and keep every chunk's CRC."""
+        crc, chunk_crcs = 0, []
+        try:
+            with open(self.path, "rb", buffering=0) as file:
+                for index in range(self.header.epoch_count):
+                    crcs = []
+                    for offset, size in self._chunks(index):
+                        data = self._read(file, offset, size)
+                        crc = zlib.crc32(data, crc)
+                        crcs.append(zlib.crc32(data))
+                    chunk_crcs.append(crcs)
+        except OSError as error:
+            raise StreamFormatError(f"{self.path}: cannot read the payload: "
+                                    f"{(error.strerror or str(error)).lower()}") from None
         if crc != self.payload_crc32:
             raise StreamFormatError(f"payload CRC-32 mismatch: stored {self.payload_crc32:#010x},"
                                     f" computed {crc:#010x}")
+        self._chunk_crcs = chunk_crcs
 
     @property
     def layout(self) -> StreamLayout:
         return self.header.layout
 
-    def epoch_payload(self, index: int) -> np.ndarray:
-        """The packed stream of the ``index``-th epoch stored (0-based, memory-mapped)."""
+    def iter_epoch_chunks(self, index: int) -> Iterator[np.ndarray]:
+        """The packed stream of the ``index``-th epoch stored (0-based), as uint8 chunks of
+        whole samples read from the file, each checked against the CRC taken when the file was
+        verified.
+
+        Raises
+        ------
+        IndexError
+            If there is no such epoch.
+        StreamFormatError
+            If the file changed or shrank since it was opened and verified.
+        """
         if not 0 <= index < self.header.epoch_count:
             raise IndexError(f"epoch index {index} outside 0..{self.header.epoch_count - 1}")
-        size = self.header.epoch_bytes
-        return self._payload[index * size:(index + 1) * size]
+        try:
+            with open(self.path, "rb", buffering=0) as file:
+                for k, (offset, size) in enumerate(self._chunks(index)):
+                    data = self._read(file, offset, size)
+                    if self._chunk_crcs is not None and \
+                            zlib.crc32(data) != self._chunk_crcs[index][k]:
+                        raise StreamFormatError(f"{self.path} changed after it was opened and "
+                                                f"verified (bytes {offset}..{offset + size - 1})")
+                    yield np.frombuffer(data, dtype=np.uint8)
+        except OSError as error:
+            raise StreamFormatError(f"{self.path}: cannot read the payload: "
+                                    f"{(error.strerror or str(error)).lower()}") from None
+
+    def epoch_payload(self, index: int) -> np.ndarray:
+        """The packed stream of the ``index``-th epoch stored, whole, in memory (checked as
+        :meth:`iter_epoch_chunks` checks it)."""
+        return np.concatenate(list(self.iter_epoch_chunks(index)))
 
     def iter_sample_chunks(self, index: int, max_samples: int = 65536) -> Iterator[np.ndarray]:
         """The ``index``-th stored epoch in chunks of at most ``max_samples`` whole samples."""
-        payload = self.epoch_payload(index)
         step = max_samples * self.header.sample_bytes
-        for start in range(0, payload.size, step):
-            yield payload[start:start + step]
+        for chunk in self.iter_epoch_chunks(index):
+            for start in range(0, chunk.size, step):
+                yield chunk[start:start + step]
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a special file"
 
 
 def write_stream(path, header: StreamHeader, chunks: Iterable, force: bool = False) -> None:
