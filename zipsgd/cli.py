@@ -95,6 +95,7 @@ def _add_quantize(sub) -> None:
 
 
 def _run_quantize(args) -> int:
+    _check_layout_options(args)
     layout = StreamLayout.make(args.encoding, args.bits, args.bus_width)
     source = open_source(args.source, label_column=args.label_column)
     header = pack_source(source, args.output, layout, seed=args.seed, epochs=args.epochs,
@@ -140,15 +141,46 @@ def _run_inspect(args) -> int:
     return 0
 
 
+class _Given(argparse.Action):
+    """Stores the value and notes that the option was given (``args.given``), so that an
+    option that would be ignored can be refused instead."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given = {*getattr(namespace, "given", ()), self.dest}
+
+
+def _check_layout_options(args) -> None:
+    if args.encoding == "raw32" and "bits" in getattr(args, "given", ()):
+        raise ConfigError(f"--bits {args.bits} with --encoding raw32: expected no --bits (raw32 "
+                          "values are 32-bit fixed point)")
+
+
+def _check_stream_options(args, stream: StreamFile) -> None:
+    """A .zsgd file trains at the layout and with the labels it was packed with: an option
+    that asks for something else is refused, not ignored."""
+    given = getattr(args, "given", ())
+    layout = stream.header.layout
+    for name, value in (("encoding", layout.encoding.name.lower()), ("bits", layout.bits),
+                        ("bus_width", layout.bus_width)):
+        if name in given and getattr(args, name) != value:
+            raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)}: expected the "
+                              f"file's own {value} ({args.source} is packed at {layout}) or no "
+                              "option")
+    if "loss" in given and args.loss == "lssvm":
+        raise ConfigError(f"--loss lssvm maps labels to -1/+1 as a data source is read: "
+                          f"expected a data source, found the packed file {args.source}")
+
+
 def _add_layout_options(p) -> None:
-    p.add_argument("--bits", type=int, default=_RUN.bits,
+    p.add_argument("--bits", type=int, default=_RUN.bits, action=_Given,
                    help="interval-index bits b, 1..8 (a double field is b + 2 bits, a single "
                         "one b + 1)")
-    p.add_argument("--encoding", default=_RUN.encoding, choices=ENCODINGS,
+    p.add_argument("--encoding", default=_RUN.encoding, choices=ENCODINGS, action=_Given,
                    help="double: two independent quantizations per value, as an interval "
                         "index and one bit per sample (unbiased gradients); single: one "
                         "quantization; raw32: 32-bit fixed point, unquantized")
-    p.add_argument("--bus-width", type=int, default=_RUN.bus_width,
+    p.add_argument("--bus-width", type=int, default=_RUN.bus_width, action=_Given,
                    help="bits per stream beat: 64, 128, 256 or 512")
 
 
@@ -179,7 +211,7 @@ def _add_train_options(p) -> None:
     p.add_argument("--batch-size", type=int, default=_RUN.batch_size, help="mini-batch size B")
     p.add_argument("--step-size", type=float, default=_RUN.step_size,
                    help="alpha: epoch k uses the step alpha/k")
-    p.add_argument("--loss", default=_RUN.loss, choices=LOSSES,
+    p.add_argument("--loss", default=_RUN.loss, choices=LOSSES, action=_Given,
                    help="squared: least squares; lssvm: least-squares SVM on two classes, "
                         "labels mapped to -1/+1")
     p.add_argument("--l2", type=float, default=_RUN.l2, help="L2 regularization lambda")
@@ -239,6 +271,10 @@ def _check_outputs(args, *names) -> None:
 
 def _run_train(args) -> int:
     _check_outputs(args, "report", "plot")
+    _check_layout_options(args)
+    stream = StreamFile(args.source) if args.source.endswith(".zsgd") else None
+    if stream is not None:
+        _check_stream_options(args, stream)
     settings = _settings(args)
     bar = tqdm(total=settings.epochs, desc="train", unit="epoch", disable=None, leave=False)
 
@@ -249,8 +285,8 @@ def _run_train(args) -> int:
             bar.set_postfix(loss=f"{loss if loss is not None else record['engine_loss']:.4g}")
 
     try:
-        if args.source.endswith(".zsgd"):
-            report = train_stream_file(StreamFile(args.source), settings, progress)
+        if stream is not None:
+            report = train_stream_file(stream, settings, progress)
         else:
             data = load_scaled(args.source, loss=settings.loss, scaling=args.scaling,
                                label_column=args.label_column, intercept=args.intercept)

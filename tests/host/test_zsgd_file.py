@@ -63,8 +63,10 @@ def make_header(n_features=5, n_samples=7, epoch_count=3, layout=None, seed=1234
                 intercept=False):
     layout = layout or StreamLayout(Encoding.DOUBLE, 3, 64)
     rng = np.random.default_rng(n_features)
-    return StreamHeader(layout, n_features, n_samples, seed, Scaling.MINMAX,
-                        rng.normal(size=n_features + 1), rng.uniform(0.5, 2, n_features + 1),
+    offsets, scales = rng.normal(size=n_features + 1), rng.uniform(0.5, 2, n_features + 1)
+    if intercept:  # the intercept column is the constant 1: offset 0, scale 1
+        offsets[-1], scales[-1] = 0.0, 1.0
+    return StreamHeader(layout, n_features, n_samples, seed, Scaling.MINMAX, offsets, scales,
                         epoch_first=5, epoch_count=epoch_count, intercept=intercept)
 
 
@@ -316,8 +318,12 @@ def test_unknown_flag_bits(good, tmp_path):
     for flags in (2, 0x8000_0001, 2**32 - 1):
         expect_error(write_bytes(tmp_path, patched(path.read_bytes(), flags=flags)), "flags",
                      "expected", f"found {flags:#x}")
-    ok = write_bytes(tmp_path, patched(path.read_bytes(), flags=1), name="intercept.zsgd")
-    assert StreamFile(ok).header.intercept
+    # The intercept flag needs the last feature's table entry to be the constant column's.
+    expect_error(write_bytes(tmp_path, patched(path.read_bytes(), flags=1), name="i.zsgd"),
+                 "the intercept flag is set", "offset 0 and scale 1")
+    header = make_header(intercept=True)
+    write_stream(tmp_path / "intercept.zsgd", header, make_epochs(header))
+    assert StreamFile(tmp_path / "intercept.zsgd").header.intercept
 
 
 @pytest.mark.parametrize("bad_scale, bad_offset", [(0.0, 0.0), (-1.0, 0.0), (np.nan, 0.0),

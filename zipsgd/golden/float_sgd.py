@@ -20,15 +20,26 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from functools import wraps
 
 import numpy as np
 
 from ..spec.errors import ConfigError
 
+
+def _quiet(function):
+    """Overflow and NaN are results here (a caller checks the loss is finite), not warnings."""
+    @wraps(function)
+    def run(*args, **kwargs):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return function(*args, **kwargs)
+    return run
+
 __all__ = ["objective", "closed_form_optimum", "SgdSettings", "sgd_epoch", "prox",
            "proximal_gradient_optimum"]
 
 
+@_quiet
 def objective(features: np.ndarray, labels: np.ndarray, model: np.ndarray, l2: float = 0.0,
               l1: float = 0.0) -> float:
     """``F(x)`` above (float64)."""
@@ -37,6 +48,7 @@ def objective(features: np.ndarray, labels: np.ndarray, model: np.ndarray, l2: f
                  + l1 * np.abs(model).sum())
 
 
+@_quiet
 def closed_form_optimum(features: np.ndarray, labels: np.ndarray, l2: float = 0.0) -> np.ndarray:
     """The minimizer of ``F`` with ``l1 = 0``: solves ``(A^T A / K + l2 I) x = A^T b / K``
     (least squares via ``lstsq`` when ``l2 = 0``, so rank-deficient data still works)."""
@@ -47,6 +59,7 @@ def closed_form_optimum(features: np.ndarray, labels: np.ndarray, l2: float = 0.
     return np.linalg.solve(gram, features.T @ labels / k)
 
 
+@_quiet
 def prox(y: np.ndarray, gamma: float, l2: float, l1: float) -> np.ndarray:
     """The proximal operator of ``gamma * (l2/2 ||x||^2 + l1 ||x||_1)``."""
     shrunk = y / (1.0 + gamma * l2)
@@ -54,6 +67,7 @@ def prox(y: np.ndarray, gamma: float, l2: float, l1: float) -> np.ndarray:
     return np.sign(shrunk) * np.maximum(np.abs(shrunk) - threshold, 0.0)
 
 
+@_quiet
 def proximal_gradient_optimum(features, labels, l2=0.0, l1=0.0, iterations=20000,
                               tolerance=1e-13) -> np.ndarray:
     """The minimizer of ``F`` when ``l1 > 0`` (no closed form): full-batch proximal gradient
@@ -92,6 +106,7 @@ class SgdSettings:
             raise ConfigError(f"regularization must be >= 0, found l2={self.l2}, l1={self.l1}")
 
 
+@_quiet
 def sgd_epoch(model: np.ndarray, features: np.ndarray, labels: np.ndarray, epoch: int,
               settings: SgdSettings, second: np.ndarray | None = None) -> np.ndarray:
     """One epoch of mini-batch SGD in stream order; returns the new model.

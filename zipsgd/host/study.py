@@ -16,8 +16,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..spec.errors import OutputExistsError
+from ..spec.errors import ConfigError, OutputExistsError
 from .datasets import open_source
+from .output import check_output_folder
 from .pack import pack_source
 from .report import plot_losses, write_json, write_text
 from .train import TrainSettings, load_scaled, train_in_memory
@@ -134,17 +135,33 @@ def _slug(spec: str) -> str:
     return spec.replace(":", "_").replace("/", "_")
 
 
+def check_study_arguments(bits, epochs) -> None:
+    """A study's ``bits`` (1..8 each, at least one) and ``epochs`` (None or >= 1), checked
+    before anything is made.
+
+    Raises
+    ------
+    ConfigError
+    """
+    bits = list(bits)
+    if not bits or any(not isinstance(b, int) or not 1 <= b <= 8 for b in bits):
+        raise ConfigError(f"bits must be integers in 1..8, found {bits}")
+    if epochs is not None and (not isinstance(epochs, int) or epochs < 1):
+        raise ConfigError(f"epochs must be >= 1, found {epochs!r}")
+
+
 def run_convergence_study(datasets, bits=range(1, 9), epochs=None, out="docs/results",
                           force=False, seed: int = 0) -> list[dict]:
     """Run the study and write ``convergence.md``, ``convergence.json`` and one plot per data
     set into ``out``; returns the per-data-set results (without the full reports)."""
+    check_study_arguments(bits, epochs)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     targets = [out / "convergence.md", out / "convergence.json"] + [
         out / f"convergence_{_slug(d)}.png" for d in datasets]
     existing = [str(t) for t in targets if t.exists()]
     if existing and not force:
         raise OutputExistsError(f"{', '.join(existing)} exist; pass --force to overwrite")
+    check_output_folder(out, create=True)
     started = time.perf_counter()
     results = []
     for spec in datasets:
@@ -152,14 +169,14 @@ def run_convergence_study(datasets, bits=range(1, 9), epochs=None, out="docs/res
         reports = result.pop("reports")
         shown = {k: v for k, v in reports.items()
                  if k == "float" or k.endswith(("b=2", "b=4", "b=6", "b=8"))}
-        plot_losses(shown, out / f"convergence_{_slug(spec)}.png", force=True,
+        plot_losses(shown, out / f"convergence_{_slug(spec)}.png", force=force,
                     title=f"{spec}: float vs engine (single/double)")
         results.append(result)
         _print_result(result)
     command = "zipsgd study convergence" + (f" --epochs {epochs}" if epochs else "")
     write_text(_markdown(results, command, time.perf_counter() - started),
-               out / "convergence.md", force=True)
-    write_json(results, out / "convergence.json", force=True)
+               out / "convergence.md", force=force)
+    write_json(results, out / "convergence.json", force=force)
     return results
 
 

@@ -27,9 +27,10 @@ from pathlib import Path
 from ..spec.errors import ConfigError, DatasetError, OutputExistsError
 from ..spec.stream import Encoding, StreamLayout
 from .cpu_baseline import machine_description, measure_cpu_baseline
+from .output import check_output_folder
 from .perf import PLATFORMS, TARGET_GAP, Platform, epoch_cost
 from .report import write_json, write_text
-from .study import STUDY_DATASETS, tune_alpha
+from .study import STUDY_DATASETS, check_study_arguments, tune_alpha
 from .train import UPDATE_MODES, TrainSettings, load_scaled, train_in_memory
 from .zsgd_file import atomic_output
 
@@ -448,20 +449,21 @@ def run_performance_study(datasets=PERFORMANCE_DATASETS, platforms=PERFORMANCE_P
     for name in platforms:
         if name not in PLATFORMS:
             raise ConfigError(f"platform must be one of {', '.join(PLATFORMS)}, found {name!r}")
+    check_study_arguments(bits, epochs)
     out = Path(out)
     names = [f"performance_{_slug(d)}_{_slug(p)}.png" for d in datasets for p in platforms]
     targets = [out / "performance.md", out / "performance.json"] + [out / n for n in names]
     existing = [str(t) for t in targets if t.exists()]
     if existing and not force:
         raise OutputExistsError(f"{', '.join(existing)} exist; pass --force to overwrite")
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_folder(out, create=True)
     started = time.perf_counter()
     results = []
     for spec in datasets:
         for name in platforms:
             result = time_to_accuracy(spec, name, bits, schedule_for(spec, epochs),
                                       cpu_repeats)
-            plot_curves(result, out / plot_name(result), force=True)
+            plot_curves(result, out / plot_name(result), force=force)
             print(format_table(result))
             print("\n".join(summary_lines(result)), flush=True)
             results.append(result)
@@ -472,6 +474,6 @@ def run_performance_study(datasets=PERFORMANCE_DATASETS, platforms=PERFORMANCE_P
         if value != default:
             command += f" {option} " + " ".join(map(str, value))
     write_text(_markdown(results, command, time.perf_counter() - started),
-               out / "performance.md", force=True)
-    write_json(results, out / "performance.json", force=True)
+               out / "performance.md", force=force)
+    write_json(results, out / "performance.json", force=force)
     return results

@@ -122,6 +122,9 @@ class TrainSettings:
                               f"{self.rounding!r}") from None
         self.layout()  # validates encoding, bits, bus width
         self.engine_params()
+        # The register formats' ranges (RunConfig's checks), before anything is computed.
+        RunConfig(model_width=self.model_width, model_frac=self.model_frac,
+                  grad_width=self.grad_width, grad_frac=self.grad_frac)
 
     def layout(self) -> StreamLayout:
         return StreamLayout.make(self.encoding, self.bits, self.bus_width)
@@ -138,7 +141,7 @@ class ScaledData:
     """A data set in memory, scaled to [-1, 1], with what maps a model back to original units.
 
     ``inverse_model(weights) -> (coef, intercept)`` maps a model on scaled data to original
-    units; ``label_scale`` converts scaled losses (``loss * label_scale**2``).
+    units; ``label_scale`` converts scaled losses (``loss * label_scale * label_scale``).
     """
 
     name: str
@@ -181,8 +184,26 @@ def lssvm_labels(labels: np.ndarray) -> np.ndarray:
     return np.where(labels == classes[1], 1.0, -1.0)
 
 
+def _original(loss: float, label_scale: float) -> float | None:
+    """A scaled loss in the labels' original units; None where that is beyond a float (labels
+    near 1e154 and larger)."""
+    value = loss * label_scale * label_scale  # (Python floats: inf, never an OverflowError)
+    return value if math.isfinite(value) else None
+
+
+def _finite_loss(loss: float, epoch: int, settings) -> float:
+    if not math.isfinite(loss):
+        raise ConfigError(f"the training loss became {loss} in epoch {epoch}: expected a "
+                          f"finite loss; the step size {settings.step_size:g} is too large")
+    return loss
+
+
 def _word(value: float, frac: int, width: int, what: str, allow_zero: bool = False) -> int:
-    word = int(round(value * (1 << frac)))
+    scaled = value * 2.0 ** frac
+    if not math.isfinite(scaled) or scaled >= 2.0 ** width:
+        raise ConfigError(f"{what} must be at most {((1 << width) - 1) / (1 << frac):.10g} to "
+                          f"fit its register, found {value:.10g}")
+    word = int(round(scaled))
     if word >= 1 << width:
         raise ConfigError(f"{what} must be at most {((1 << width) - 1) / (1 << frac):.10g} to "
                           f"fit its register, found {value:.10g}")
@@ -219,8 +240,8 @@ def _optimum(data: ScaledData, settings: TrainSettings) -> dict:
         model = closed_form_optimum(data.features, data.labels, settings.l2)
         method = "closed form"
     loss = objective(data.features, data.labels, model, settings.l2, settings.l1)
-    return {"loss": loss, "loss_original_units": loss * data.label_scale**2, "method": method,
-            "model_scaled": model.tolist()}
+    return {"loss": loss, "loss_original_units": _original(loss, data.label_scale),
+            "method": method, "model_scaled": model.tolist()}
 
 
 def _report_base(source: str, settings: TrainSettings, n_samples: int, n_features: int) -> dict:
@@ -253,6 +274,8 @@ def train_in_memory(data: ScaledData, settings: TrainSettings, progress=None) ->
     data = ScaledData(data.name, labels, data.features, data.inverse_model, data.label_scale,
                       data.extra)
     n_samples, n_features = data.features.shape
+    if get_backend(settings.backend).kind != "float":
+        engine_run_config(settings, n_features, 1)  # epoch 1's step is the largest: checked now
     report = _report_base(data.name, settings, n_samples, n_features)
     report["optimum"] = _optimum(data, settings)
     layout = settings.layout()
@@ -267,9 +290,9 @@ def train_in_memory(data: ScaledData, settings: TrainSettings, progress=None) ->
             sgd = SgdSettings(settings.batch_size, settings.step_size, settings.l2,
                               settings.l1, settings.update_mode == "delayed")
             model = sgd_epoch(model, data.features, data.labels, epoch, sgd)
-            loss = exact_loss(model)
+            loss = _finite_loss(exact_loss(model), epoch, settings)
             record = {"epoch": epoch, "gamma": settings.gamma(epoch), "loss": loss,
-                      "loss_original_units": loss * data.label_scale**2,
+                      "loss_original_units": _original(loss, data.label_scale),
                       "bytes_streamed": n_samples * (n_features + 1) * 4,
                       "seconds": time.perf_counter() - started}
             report["epochs"].append(record)
@@ -314,9 +337,9 @@ def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: 
                   **_status_record(status, n_samples, label_scale, config),
                   "bytes_streamed": status.beats * layout.beat_bytes}
         model = engine.model / float(1 << config.model_frac)
-        loss = exact_loss(model) if exact_loss else None
+        loss = _finite_loss(exact_loss(model), epoch, settings) if exact_loss else None
         record["loss"] = loss
-        record["loss_original_units"] = None if loss is None else loss * label_scale**2
+        record["loss_original_units"] = None if loss is None else _original(loss, label_scale)
         record["seconds"] = time.perf_counter() - started
         report["epochs"].append(record)
         if checked:
@@ -352,11 +375,11 @@ def _check_engine(report, backend, settings, params, jobs, expected, n_features,
         record["golden_loss"], record["golden_engine_loss"] = record["loss"], \
             record["engine_loss"]
         record["engine_loss"] = hw["loss"] / float(1 << LOSS_ACC_FRAC) / (2 * job.samples)
-        record["engine_loss_original_units"] = record["engine_loss"] * label_scale**2
+        record["engine_loss_original_units"] = _original(record["engine_loss"], label_scale)
         if exact_loss is not None:
             words = np.asarray(result["model_words"], dtype=np.float64)
             record["loss"] = exact_loss(words / float(1 << job.config.model_frac))
-            record["loss_original_units"] = record["loss"] * label_scale**2
+            record["loss_original_units"] = _original(record["loss"], label_scale)
         record.update({"bit_exact": bool(exact), "cycles": cycles,
                        "cycles_starved": hw["cycles_starved"],
                        "cycles_update_stall": hw["cycles_update_stall"],
@@ -368,7 +391,8 @@ def _check_engine(report, backend, settings, params, jobs, expected, n_features,
 
 def _status_record(status, n_samples: int, label_scale: float, config: RunConfig) -> dict:
     engine_loss = status.loss_sum / (2 * n_samples)
-    return {"engine_loss": engine_loss, "engine_loss_original_units": engine_loss * label_scale**2,
+    return {"engine_loss": engine_loss,
+            "engine_loss_original_units": _original(engine_loss, label_scale),
             "loss_acc": status.loss_acc, "beats": status.beats, "samples": status.samples,
             "updates": status.updates, "model_saturations": status.model_saturations,
             "residual_saturations": status.residual_saturations,
@@ -388,6 +412,7 @@ def train_stream_file(stream: StreamFile, settings: TrainSettings, progress=None
     layout = header.layout
     settings = TrainSettings(**{**asdict(settings), "encoding": layout.encoding.name.lower(),
                                 "bits": layout.bits, "bus_width": layout.bus_width})
+    engine_run_config(settings, header.n_features, 1)  # the registers, before any work
     report = _report_base(str(stream.path), settings, header.n_samples, header.n_features)
 
     def payload_for(epoch):  # read and checked chunk by chunk as the golden model goes

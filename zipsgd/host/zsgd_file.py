@@ -186,6 +186,9 @@ def _decode_header(read) -> tuple[StreamHeader, int]:
         raise StreamFormatError(f"sample count must be in 1..{MAX_SAMPLES}, found {n_samples}")
     if not 1 <= epoch_count <= MAX_EPOCHS:
         raise StreamFormatError(f"epoch count must be in 1..{MAX_EPOCHS}, found {epoch_count}")
+    if epoch_first + epoch_count - 1 > 0xFFFF_FFFF:  # the writer refuses such a range too
+        raise StreamFormatError(f"epochs {epoch_first}..{epoch_first + epoch_count - 1}: "
+                                "expected the last epoch index to fit 32 bits")
     table = np.frombuffer(body[FIXED_BYTES:], dtype="<f8").reshape(n_features + 1, 2)
     header = StreamHeader(layout, n_features, n_samples, seed, scaling,
                           table[:, 0].astype(np.float64), table[:, 1].astype(np.float64),
@@ -199,6 +202,10 @@ def _decode_header(read) -> tuple[StreamHeader, int]:
     if not (np.isfinite(header.offsets).all() and np.isfinite(header.scales).all()
             and (header.scales > 0).all()):
         raise StreamFormatError("scale table: expected finite offsets and positive scales")
+    if header.intercept and (header.offsets[-1] != 0.0 or header.scales[-1] != 1.0):
+        raise StreamFormatError("the intercept flag is set: expected the last feature's scale "
+                                f"entry to be offset 0 and scale 1, found {header.offsets[-1]!r} "
+                                f"and {header.scales[-1]!r}")
     return header, payload_crc
 
 
