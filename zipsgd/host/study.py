@@ -135,26 +135,28 @@ def _slug(spec: str) -> str:
     return spec.replace(":", "_").replace("/", "_")
 
 
-def check_study_arguments(bits, epochs) -> None:
-    """A study's ``bits`` (1..8 each, at least one) and ``epochs`` (None or >= 1), checked
-    before anything is made.
+def check_study_arguments(datasets, bits, epochs) -> None:
+    """A study's data sets (each opened), ``bits`` (1..8 each, at least one) and ``epochs``
+    (None or >= 1), checked before anything is made.
 
     Raises
     ------
-    ConfigError
+    ConfigError, DatasetError
     """
     bits = list(bits)
     if not bits or any(not isinstance(b, int) or not 1 <= b <= 8 for b in bits):
         raise ConfigError(f"bits must be integers in 1..8, found {bits}")
     if epochs is not None and (not isinstance(epochs, int) or epochs < 1):
         raise ConfigError(f"epochs must be >= 1, found {epochs!r}")
+    for spec in datasets:  # each one found and readable before anything is made
+        open_source(spec)
 
 
 def run_convergence_study(datasets, bits=range(1, 9), epochs=None, out="docs/results",
                           force=False, seed: int = 0) -> list[dict]:
     """Run the study and write ``convergence.md``, ``convergence.json`` and one plot per data
     set into ``out``; returns the per-data-set results (without the full reports)."""
-    check_study_arguments(bits, epochs)
+    check_study_arguments(datasets, bits, epochs)
     out = Path(out)
     targets = [out / "convergence.md", out / "convergence.json"] + [
         out / f"convergence_{_slug(d)}.png" for d in datasets]

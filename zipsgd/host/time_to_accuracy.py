@@ -449,7 +449,7 @@ def run_performance_study(datasets=PERFORMANCE_DATASETS, platforms=PERFORMANCE_P
     for name in platforms:
         if name not in PLATFORMS:
             raise ConfigError(f"platform must be one of {', '.join(PLATFORMS)}, found {name!r}")
-    check_study_arguments(bits, epochs)
+    check_study_arguments(datasets, bits, epochs)
     out = Path(out)
     names = [f"performance_{_slug(d)}_{_slug(p)}.png" for d in datasets for p in platforms]
     targets = [out / "performance.md", out / "performance.json"] + [out / n for n in names]
