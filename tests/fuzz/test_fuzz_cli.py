@@ -23,8 +23,13 @@ bound, and must keep the CLI's contract (``zipsgd/cli.py``).  Each broken invari
 ``LATE_REJECTION``          an output path refused only after the work ran (output on stdout)
 ``NAN_EXIT_0``              a training that reports a NaN or infinite loss and exits 0
 ``MISSING_OUTPUT``          status 0 but a promised output is missing or unreadable
+``IGNORED_OPTION``          ``train`` on a ``.zsgd`` silently overriding --bits/--encoding/...
 ``BROKEN_PIPE_NOISE``       a closed standard output reported on standard error
+``PARTIAL_OUTPUT``          a stopped run left an incomplete output in place
 ``RACE``/``MODE``/``CHANGED_INPUT_ACCEPTED``  the special tests below
+
+A generated example is *hostile* (any value, broken inputs) two times in three, else *plain*
+(valid values, readable inputs), so that the work behind the checks is reached as well.
 
 Two runs of the same tests (``fuzz_support``): ``make test`` runs a short derandomized set (no
 shrinking, a few examples per target, about a minute on one core); ``make fuzz``
@@ -47,10 +52,12 @@ import resource
 import shlex
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +65,7 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from zipsgd.host.zsgd_file import StreamFile
+from zipsgd.host.zsgd_file import FIXED_BYTES, HEADER_FIELDS, StreamFile
 from zipsgd.spec.errors import ZipsgdError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -196,24 +203,70 @@ class Symlink:
 
 @dataclasses.dataclass(frozen=True)
 class Zsgd:
-    """Setup marker: a ``.zsgd`` file made by ``zipsgd quantize <source>``, then damaged."""
+    """Setup marker: a ``.zsgd`` file made by ``zipsgd quantize <source>``, then edited: header
+    fields set (``fields``, the header CRC recomputed so that the checks behind it are
+    reached), then damaged (bytes flipped, cut, appended: what no CRC vouches for)."""
 
     source: str = "synthetic:3:12"
     truncate: float | None = None             # keep this fraction of the bytes
     flips: tuple[tuple[float, int], ...] = ()  # (position as a fraction, xor mask)
     append: bytes = b""
+    fields: tuple[tuple[str, int], ...] = ()  # (header field, value), CRC recomputed
 
     @property
     def damaged(self) -> bool:
-        return self.materialize() != quantized(self.source)
+        """Bytes changed behind a CRC's back (then the file must be refused)."""
+        return self.materialize() != self._edited()
+
+    def field(self, name: str, data: bytes | None = None) -> int:
+        offset, code = _FIELD_AT[name]
+        return struct.unpack_from(code, self._edited() if data is None else data, offset)[0]
+
+    @property
+    def epoch_range_wraps(self) -> bool:
+        return self.field("epoch_first") + self.field("epoch_count") > 1 << 32
+
+    @property
+    def contradicting_fields(self) -> list[str]:
+        """Header fields edited to values that contradict the rest of the file (the reader
+        must refuse them: the CRCs are right, the checks behind them are not)."""
+        original = quantized(self.source)
+        changed = [n for n in _MUST_MATCH if self.field(n) != self.field(n, original)]
+        return changed + (["flags (set bits)"] if self.field("flags") else [])
+
+    def _edited(self) -> bytes:
+        data = bytearray(quantized(self.source))
+        if not self.fields:
+            return bytes(data)
+        for name, value in self.fields:
+            offset, code = _FIELD_AT[name]
+            struct.pack_into(code, data, offset, value & ((1 << 8 * struct.calcsize(code)) - 1))
+        n_features = struct.unpack_from("<I", data, _FIELD_AT["n_features"][0])[0]
+        end = FIXED_BYTES + 16 * (n_features + 1)
+        if end + 4 <= len(data):
+            struct.pack_into("<I", data, end, zlib.crc32(bytes(data[:end])))
+        return bytes(data)
 
     def materialize(self) -> bytes:
-        data = bytearray(quantized(self.source))
+        data = bytearray(self._edited())
         for where, mask in self.flips:
             data[min(len(data) - 1, int(where * len(data)))] ^= mask
         if self.truncate is not None:
             data = data[:int(self.truncate * len(data))]
         return bytes(data) + self.append
+
+
+#: Header fields whose change (CRC recomputed) makes the file contradict itself: sizes, counts,
+#: the version, the label format.  (Not bits, bus width, encoding or scaling: another value can
+#: describe the same bytes; nor the seed or a non-wrapping epoch_first.)
+_MUST_MATCH = ("version", "header_bytes", "label_format", "n_features", "n_samples",
+               "epoch_count", "beats_per_sample", "payload_bytes", "payload_crc32")
+#: Header field -> (offset, struct code) in the fixed part of a .zsgd header.
+_FIELD_AT: dict[str, tuple[int, str]] = {}
+_offset = 0
+for _name, _code, _ in HEADER_FIELDS:
+    _FIELD_AT[_name] = (_offset, "<" + _code)
+    _offset += struct.calcsize("<" + _code)
 
 
 FIFO, FOLDER = Fifo(), Folder()
@@ -248,9 +301,10 @@ def _show(value) -> str:
 
 @functools.cache
 def quantized(source: str) -> bytes:
-    """The bytes ``zipsgd quantize <source>`` writes (made once per source)."""
+    """The bytes ``zipsgd quantize <source>`` writes (made once per source; ``source`` may
+    carry options after a space)."""
     with tempfile.TemporaryDirectory() as folder:
-        result = run_cli(["quantize", source, "-o", "made.zsgd"], folder)
+        result = run_cli(["quantize", *source.split(), "-o", "made.zsgd"], folder)
         assert result.status == 0, (source, result.stderr)
         return (Path(folder) / "made.zsgd").read_bytes()
 
@@ -400,6 +454,11 @@ def problems(case: Case, result: Result, before: dict, after: dict) -> list[tupl
         table = result.stdout.split("optimum loss")[0]
         if _NONFINITE.search(table):
             found.append(("NAN_EXIT_0", "a non-finite loss, and status 0"))
+    if status == 0 and case.kind.startswith("train") and not result.stderr.strip():
+        ignored = ignored_by_zsgd(case)
+        if ignored:
+            found.append(("IGNORED_OPTION", f"the .zsgd file's own settings win over {ignored}, "
+                                            "silently (say so, or refuse)"))
     if status == 0:
         for rel in case.expect_files:
             path = Path(rel)
@@ -419,6 +478,25 @@ def problems(case: Case, result: Result, before: dict, after: dict) -> list[tupl
                 except ValueError as error:
                     found.append(("MISSING_OUTPUT", f"{rel!r} is no JSON: {error}"))
     return found
+
+
+def ignored_by_zsgd(case: Case) -> list[str]:
+    """The options of a ``train`` on a ``.zsgd`` (in the current folder) that its file
+    overrides: a layout other than the file's, or ``--loss lssvm``."""
+    source = case.argv[1] if len(case.argv) > 1 else ""
+    if not source.endswith(".zsgd") or not isinstance(case.files.get(source), Zsgd):
+        return []
+    try:
+        layout = StreamFile(source).header.layout
+    except (ZipsgdError, OSError):
+        return []
+    given = dict(a.split("=", 1) for a in case.argv if a.startswith("--") and "=" in a)
+    file_has = {"--encoding": layout.encoding.name.lower(), "--bits": str(layout.bits),
+                "--bus-width": str(layout.bus_width)}
+    ignored = [f"{k}={v}" for k, v in given.items() if k in file_has and v != file_has[k]]
+    if given.get("--loss") == "lssvm":
+        ignored.append("--loss=lssvm")
+    return ignored
 
 
 def raise_problems(what, result: Result, found) -> None:
@@ -454,11 +532,34 @@ def execute(case: Case) -> Result:
 
 
 # ---------------------------------------------------------------------------------------------
-# Generated values: (text, why it is invalid or None); "=" form, so "-1" stays a value
+# Generated values.  Each example first draws whether it is *hostile*: a hostile example takes
+# any value (invalid ones, broken files, limits), a plain one only valid values and readable
+# inputs, so that the work behind the checks (training, writing outputs) is reached too.  Values
+# are (text, why it is invalid or None), passed in the "--name=value" form (so "-1" stays a
+# value).
 
 
-def values(*pairs) -> st.SearchStrategy:
-    return st.sampled_from(pairs)
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    pairs: tuple  # (text, why it is invalid or None)
+
+    def __call__(self, hostile: bool) -> st.SearchStrategy:
+        good = [p for p in self.pairs if p[1] is None]
+        return st.sampled_from(self.pairs if hostile or not good else good)
+
+
+def values(*pairs) -> Pool:
+    return Pool(tuple(pairs))
+
+
+def choice(valid: list, wrong: list, hostile: bool) -> st.SearchStrategy:
+    """An element of ``valid``, or (hostile) of ``valid + wrong``."""
+    return st.sampled_from(valid + wrong if hostile else valid)
+
+
+def hostility() -> st.SearchStrategy:
+    """Whether an example is hostile (the simplest example is not)."""
+    return st.integers(0, 2).map(lambda n: n > 0)
 
 
 def ok(*texts):
@@ -494,8 +595,10 @@ MODEL_FORMAT = values(*ok("32,24", "2,1", "32,31", "16,8", "24,16", "8,7", "16,1
                            "33,16", "1,0", "0,0", "32,32", "24,0", "-1,-1", "2147483648,1",
                            "16,4294967296"),
                       *bad("not WL,FL", "a,b", "16", "16,8,1", ",", "16;8"))
-GRAD_FORMAT = st.sampled_from(["32,24", "2,1", "32,16", "16,8", "32,56", "32,57", "8,-8", "32,-1",
-                               "64,70", "33,16", "1,0", "a,b", "16", "32,63", "32,64", "32,0"])
+GRAD_FORMAT = values(  # the oracle is format_problem (the range depends on the model format)
+    *ok("32,24", "32,16", "24,20", "32,56"),
+    *bad("?", "2,1", "16,8", "32,57", "8,-8", "32,-1", "64,70", "33,16", "1,0", "a,b", "16",
+         "32,63", "32,64", "32,0"))
 LANES = values((None, None), *ok("2", "4", "16", "32"),
                *bad("lanes must be a power of two from 2 to W/2", "-2", "0", "1", "3", "6",
                     "1024", "4294967296"))
@@ -505,8 +608,8 @@ QUANT_EPOCHS = values(*ok("1", "2", "3"), *bad("epochs must be 1..65536", "0", "
                                                "4294967296", "18446744073709551616"))
 EPOCH_FIRST = values(*ok("0", "1", "7"), ("4294967295", "?"), ("4294967294", "?"),
                      *bad("epoch_first must fit u32", "-1", "4294967296", "18446744073709551616"))
-LABEL_COLUMN = st.sampled_from(["0", "1", "-1", "-2", "2", "3", "100", "-100",
-                                "9223372036854775808"])
+LABEL_COLUMN = values(*ok("0", "-1"), *bad("?", "1", "-2", "2", "3", "100", "-100",
+                                           "9223372036854775808"))
 
 #: Cells of generated CSV/LIBSVM files: numbers at the float limits, and broken ones.
 GOOD_CELLS = ["0", "1", "-1", "0.5", "-2.25", "3e-7", "1e200", "-1e200", "1.3e154", "1.5e154",
@@ -567,9 +670,10 @@ def libsvm_file(draw) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+SMALL_SYNTHETIC = st.builds(lambda d, n, s: f"synthetic:{d}:{n}:{s}", st.integers(1, 6),
+                            st.integers(8, 30), st.sampled_from(["0", "1", "7"]))
 SYNTHETIC = st.one_of(
-    st.builds(lambda d, n, s: f"synthetic:{d}:{n}:{s}", st.integers(1, 6), st.integers(1, 30),
-              st.sampled_from(["0", "1", "7"])),
+    SMALL_SYNTHETIC,
     st.sampled_from(["synthetic:0:10", "synthetic:3:0", "synthetic:-1:5", "synthetic:x",
                      "synthetic:3:10:18446744073709551616", "synthetic:16777216:1",
                      "synthetic:40000:2", "synthetic:2:1", "synthetic:", "synthetic:3:10:0:1",
@@ -577,9 +681,26 @@ SYNTHETIC = st.one_of(
 
 
 @st.composite
-def data_source(draw, allow_zsgd: bool = True) -> tuple[str, dict]:
-    """(source argument, files): a synthetic spec or a generated file."""
-    choices = ["synthetic", "csv", "npy", "libsvm"] + (["zsgd", "zsgd"] if allow_zsgd else [])
+def plain_csv(draw) -> bytes:
+    """A readable CSV file: a varying label and 1..3 features, moderate numbers."""
+    cols = draw(st.integers(2, 4))
+    rows = draw(st.lists(st.lists(st.floats(-1e3, 1e3, allow_subnormal=False), min_size=cols,
+                                  max_size=cols), min_size=4, max_size=12))
+    rows[0][0], rows[1][0] = 1.0, -1.0
+    return "".join(",".join(repr(v) for v in row) + "\n" for row in rows).encode()
+
+
+@st.composite
+def data_source(draw, allow_zsgd: bool = True, hostile: bool = True) -> tuple[str, dict]:
+    """(source argument, files): a synthetic spec or a generated file (plain: a readable one)."""
+    if not hostile:
+        kind = draw(st.sampled_from(["synthetic", "csv"] + (["zsgd"] if allow_zsgd else [])))
+        if kind == "synthetic":
+            return draw(SMALL_SYNTHETIC), {}
+        if kind == "csv":
+            return "data.csv", {"data.csv": draw(plain_csv())}
+        return "in.zsgd", {"in.zsgd": Zsgd(draw(st.sampled_from(ZSGD_SOURCES)))}
+    choices = ["synthetic", "csv", "npy", "libsvm"] + (["zsgd"] if allow_zsgd else [])
     if LONG_RUN:
         choices.append("fifo")
     kind = draw(st.sampled_from(choices))
@@ -599,16 +720,30 @@ def data_source(draw, allow_zsgd: bool = True) -> tuple[str, dict]:
     return "in.zsgd", {"in.zsgd": draw(zsgd_file())}
 
 
+ZSGD_SOURCES = ["synthetic:3:12", "synthetic:1:2", "synthetic:6:20:3 --epochs=2"]
+
+
 @st.composite
 def zsgd_file(draw) -> Zsgd:
-    source = draw(st.sampled_from(["synthetic:3:12", "synthetic:1:2", "synthetic:6:20:3"]))
-    damage = draw(st.sampled_from(["none", "none", "truncate", "flip", "append", "mixed"]))
+    source = draw(st.sampled_from(ZSGD_SOURCES))
+    damage = draw(st.sampled_from(["none", "truncate", "flip", "append", "mixed"]))
     fractions = st.floats(0, 0.999)
     truncate = draw(fractions) if damage in ("truncate", "mixed") else None
     flips = tuple(draw(st.lists(st.tuples(fractions, st.integers(1, 255)), min_size=1,
                                 max_size=3))) if damage in ("flip", "mixed") else ()
     append = draw(st.binary(min_size=1, max_size=64)) if damage == "append" else b""
-    return Zsgd(source, truncate, flips, append)
+    fields = ()
+    if draw(st.integers(0, 2)) == 0:
+        names = [n for n, _, _ in HEADER_FIELDS if n != "magic"]
+        extreme = st.sampled_from([0, 1, 2, 7, 64, 0xFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFE, 2**31,
+                                   2**40, 2**64 - 1])
+        fields = tuple(draw(st.lists(st.tuples(st.sampled_from(names),
+                                               st.one_of(extreme, st.integers(0, 2**64 - 1))),
+                                     min_size=1, max_size=2)))
+    if draw(st.integers(0, 7)) == 7:  # the epoch range wraps u32 (the writer refuses that)
+        fields += (("epoch_first", 0xFFFFFFFF),) if "--epochs=2" in source \
+            else (("epoch_first", 0xFFFFFFFF), ("epoch_count", 2))
+    return Zsgd(source, truncate, flips, append, fields)
 
 
 def option(name: str, value: str | None) -> list[str]:
@@ -637,20 +772,25 @@ def format_problem(model: str, grad: str) -> list[str]:
 
 @st.composite
 def quantize_case(draw) -> Case:
-    source, files = draw(data_source(allow_zsgd=False))
+    hostile = draw(hostility())
+    source, files = draw(data_source(allow_zsgd=False, hostile=hostile))
     invalid = []
-    if draw(st.integers(0, 9)) == 0:
+    if hostile and draw(st.integers(0, 9)) == 9:
         source, files = "in.zsgd", {"in.zsgd": Zsgd()}
         invalid.append("a .zsgd file is no data source")
-    encoding = draw(st.sampled_from([None, "double", "single", "raw32", "Double", "float"]))
+    encoding = draw(choice([None, "double", "single", "raw32"], ["Double", "float"], hostile))
     if encoding == "float":
         invalid.append("no encoding 'float'")
-    bits, bits_bad = draw(BITS) if draw(st.booleans()) else (None, None)
-    bus, bus_bad = draw(BUS) if draw(st.booleans()) else (None, None)
-    epochs, epochs_bad = draw(QUANT_EPOCHS) if draw(st.booleans()) else (None, None)
-    first, first_bad = draw(EPOCH_FIRST) if draw(st.integers(0, 3)) == 0 else (None, None)
-    seed, _ = draw(SEEDS) if draw(st.integers(0, 2)) == 0 else (None, None)
-    label = draw(LABEL_COLUMN) if draw(st.integers(0, 2)) == 0 else None
+    if encoding == "raw32" and not hostile:
+        bits, bits_bad = None, None  # raw32 takes no --bits
+    else:
+        bits, bits_bad = draw(BITS(hostile)) if draw(st.booleans()) else (None, None)
+    bus, bus_bad = draw(BUS(hostile)) if draw(st.booleans()) else (None, None)
+    epochs, epochs_bad = draw(QUANT_EPOCHS(hostile)) if draw(st.booleans()) else (None, None)
+    first, first_bad = draw(EPOCH_FIRST(hostile)) if draw(st.integers(0, 3)) == 3 \
+        else (None, None)
+    seed, _ = draw(SEEDS(hostile)) if draw(st.integers(0, 2)) == 2 else (None, None)
+    label = draw(LABEL_COLUMN(hostile))[0] if draw(st.integers(0, 2)) == 2 else None
     invalid += [why for why in (bus_bad, epochs_bad) if why]
     if bits_bad and encoding not in ("raw32",):
         invalid.append(bits_bad)
@@ -663,7 +803,8 @@ def quantize_case(draw) -> Case:
             *option("--bits", bits), *option("--bus-width", bus), *option("--epochs", epochs),
             *option("--epoch-first", first), *option("--seed", seed),
             *option("--label-column", label)]
-    argv += draw(st.sampled_from([[], ["--intercept"], ["--scaling=minmax"], ["--scaling=std"]]))
+    argv += draw(choice([[], ["--intercept"], ["--scaling=minmax"]], [["--scaling=std"]],
+                        hostile))
     return Case("quantize", argv, files, outputs=("out.zsgd",), expect_files=("out.zsgd",),
                 invalid=tuple(invalid))
 
@@ -680,23 +821,31 @@ def test_quantize_arguments(case):
 
 @st.composite
 def train_case(draw) -> Case:
-    source, files = draw(data_source())
-    backend = draw(st.sampled_from(["float", "golden"]))
+    hostile = draw(hostility())
+    source, files = draw(data_source(hostile=hostile))
+    backend = draw(st.sampled_from(["float", "golden"])) \
+        if hostile or not source.endswith(".zsgd") else "golden"  # float needs the raw data
     picks = {}
     invalid = []
-    for name, strategy in (("--bits", BITS), ("--bus-width", BUS), ("--epochs", TRAIN_EPOCHS),
-                           ("--batch-size", BATCH), ("--step-size", STEP), ("--l2", REG),
-                           ("--l1", REG), ("--lanes", LANES), ("--seed", SEEDS)):
-        if draw(st.integers(0, 2)) == 0:
-            value, why = draw(strategy)
+    layout_options = ("--bits", "--bus-width")
+    for name, pool in (("--bits", BITS), ("--bus-width", BUS), ("--epochs", TRAIN_EPOCHS),
+                       ("--batch-size", BATCH), ("--step-size", STEP), ("--l2", REG),
+                       ("--l1", REG), ("--lanes", LANES), ("--seed", SEEDS)):
+        if not hostile and name in layout_options and source.endswith(".zsgd"):
+            continue  # the file has its own layout
+        if draw(st.integers(0, 2)) == 2:
+            value, why = draw(pool(hostile))
             picks[name] = value
             if why:
                 invalid.append(f"{name} {value!r}: {why}")
-    encoding = draw(st.sampled_from([None, "double", "single", "raw32"]))
+    encoding = draw(choice([None, "double", "single", "raw32"], [], hostile)) \
+        if hostile or not source.endswith(".zsgd") else None
     if encoding == "raw32":  # raw32 has no interval-index bits: say so or refuse, either is fine
         invalid = [w for w in invalid if not w.startswith("--bits")]
-    model = draw(MODEL_FORMAT)[0] if draw(st.integers(0, 2)) == 0 else None
-    grad = draw(GRAD_FORMAT) if draw(st.integers(0, 2)) == 0 else None
+        if not hostile:
+            picks.pop("--bits", None)
+    model = draw(MODEL_FORMAT(hostile))[0] if draw(st.integers(0, 2)) == 2 else None
+    grad = draw(GRAD_FORMAT(hostile))[0] if draw(st.integers(0, 2)) == 2 else None
     invalid += format_problem(model or "32,24", grad or "32,24")
     argv = ["train", source, f"--backend={backend}", *option("--encoding", encoding)]
     if "--epochs" not in picks:
@@ -704,14 +853,16 @@ def train_case(draw) -> Case:
     for name, value in picks.items():
         argv += option(name, value)
     argv += option("--model-format", model) + option("--grad-format", grad)
-    argv += option("--loss", draw(st.sampled_from([None, "squared", "lssvm", "hinge"])))
-    argv += option("--update-mode", draw(st.sampled_from([None, "exact", "delayed", "eager"])))
-    argv += option("--rounding", draw(st.sampled_from([None, "truncate", "half-even",
-                                                       "stochastic", "up"])))
-    argv += draw(st.sampled_from([[], [], ["--intercept"], ["--scaling=minmax"],
-                                  ["--label-column=-1"], ["--label-column=5"]]))
+    losses = [None, "squared"] + (["lssvm"] if hostile else [])
+    argv += option("--loss", draw(choice(losses, ["hinge"], hostile)))
+    argv += option("--update-mode", draw(choice([None, "exact", "delayed"], ["eager"], hostile)))
+    argv += option("--rounding", draw(choice([None, "truncate", "half-even", "stochastic"],
+                                             ["up"], hostile)))
+    if hostile or not source.endswith(".zsgd"):
+        argv += draw(choice([[], ["--intercept"], ["--scaling=minmax"], ["--label-column=-1"]],
+                            [["--label-column=5"]], hostile))
     outputs, expect = (), ()
-    if draw(st.integers(0, 3)) == 0:
+    if draw(st.integers(0, 2)) == 2:
         argv += ["--report", "report.json"]
         outputs, expect = ("report.json",), ("report.json",)
     return Case(f"train/{backend}", argv, files, outputs=outputs, expect_files=expect,
@@ -730,11 +881,15 @@ def test_train_arguments(case):
 
 @st.composite
 def zsgd_case(draw) -> Case:
-    stream = draw(zsgd_file())
+    stream = draw(zsgd_file()) if draw(hostility()) else Zsgd(draw(st.sampled_from(ZSGD_SOURCES)))
     command = draw(st.sampled_from([["inspect", "f.zsgd"], ["inspect", "--json", "f.zsgd"],
                                     ["train", "f.zsgd", "--backend=golden", "--epochs=1"],
                                     ["train", "f.zsgd", "--backend=float", "--epochs=2"]]))
     invalid = ("a damaged .zsgd file was accepted",) if stream.damaged else ()
+    if stream.epoch_range_wraps:
+        invalid += ("a header whose epoch range wraps u32 was accepted",)
+    if stream.contradicting_fields:
+        invalid += (f"header fields {stream.contradicting_fields} contradict the file",)
     kind = "inspect" if command[0] == "inspect" else "train/zsgd"
     return Case(kind, command, {"f.zsgd": stream}, invalid=invalid)
 
@@ -863,33 +1018,38 @@ def test_output_paths(slot, kind, force):
 # perf and study: tiny runs
 
 
+BIT_LISTS = values(*ok(("1",), ("1", "8"), ("2",), ("4", "4")),
+                   *bad("bits must be 1..8", ("0",), ("9",), ("-1",), ("32",), ("1", "0")))
+
+
 @st.composite
 def perf_case(draw) -> Case:
-    source, files = draw(data_source(allow_zsgd=False))
+    hostile = draw(hostility())
+    source, files = draw(data_source(allow_zsgd=False, hostile=hostile))
     invalid = []
-    platform = draw(st.sampled_from([None, "pynq-z1", "harp-v1", "nope", ""]))
+    platform = draw(choice([None, "pynq-z1", "harp-v1"], ["nope", ""], hostile))
     if platform in ("nope", ""):
         invalid.append("unknown platform")
-    bits = draw(st.sampled_from([["1"], ["1", "8"], ["0"], ["9"], ["-1"], ["32"], ["4", "4"]]))
-    if any(not 1 <= int(b) <= 8 for b in bits):
-        invalid.append("bits must be 1..8")
+    bits, why = draw(BIT_LISTS(hostile))
+    if why:
+        invalid.append(why)
     epochs, why = draw(values((None, None), *ok("1", "3", "1000000"),
-                              *bad("epochs must be >= 1", "0", "-1")))
+                              *bad("epochs must be >= 1", "0", "-1"))(hostile))
     if why:
         invalid.append(why)
     batch, why = draw(values((None, None), *ok("1", "16", "1024", "9223372036854775808"),
-                             *bad("batch size must be >= 1", "0", "-1")))
+                             *bad("batch size must be >= 1", "0", "-1"))(hostile))
     if why:
         invalid.append(why)
     argv = ["perf", source, *option("--platform", platform), "--bits", *bits,
             *option("--batch-size", batch),
             *option("--update-mode", draw(st.sampled_from([None, "exact", "delayed"])))]
-    target = draw(st.integers(0, 3)) == 0
+    target = draw(st.integers(0, 3)) == 3
     if target:
-        step, why = draw(STEP)
+        step, why = draw(STEP(hostile))
         if why:
             invalid.append(why)
-        repeats = draw(st.sampled_from(["1", "0", "-1"]))
+        repeats = draw(choice(["1"], ["0", "-1"], hostile))
         if repeats != "1":
             invalid.append("cpu repeats must be >= 1")
         argv += ["--target", f"--step-size={step}", f"--cpu-repeats={repeats}",
@@ -906,22 +1066,23 @@ def perf_case(draw) -> Case:
 
 @st.composite
 def study_case(draw) -> Case:
-    which = draw(st.sampled_from(["convergence", "convergence", "performance"]))
-    source, files = draw(data_source(allow_zsgd=False))
-    datasets = draw(st.sampled_from([[source], ["synthetic:3:20"], ["synthetic:3:20", source]]))
+    hostile = draw(hostility())
+    which = draw(st.sampled_from(["convergence", "performance"]))
+    source, files = draw(data_source(allow_zsgd=False, hostile=hostile))
+    datasets = draw(st.sampled_from([["synthetic:3:20"], [source], ["synthetic:3:20", source]]))
     if datasets == ["synthetic:3:20"]:
         files = {}
     invalid = []
-    bits = draw(st.sampled_from([["1"], ["1"], ["2"], ["0"], ["9"], ["-1"]]))
-    if any(not 1 <= int(b) <= 8 for b in bits):
-        invalid.append("bits must be 1..8")
-    epochs, why = draw(values(*ok("1", "2"), *bad("epochs must be >= 1", "0", "-1")))
+    bits, why = draw(BIT_LISTS(hostile))
+    if why:
+        invalid.append(why)
+    epochs, why = draw(values(*ok("1", "2"), *bad("epochs must be >= 1", "0", "-1"))(hostile))
     if why:
         invalid.append(why)
     argv = ["study", which, "--datasets", *datasets, "--bits", *bits, f"--epochs={epochs}",
             "--out", "results"]
     if which == "performance":
-        platforms = draw(st.sampled_from([["pynq-z1"], ["nope"], ["pynq-z1", "pynq-z1"]]))
+        platforms = draw(choice([["pynq-z1"], ["pynq-z1", "harp-v1"]], [["nope"]], hostile))
         if platforms == ["nope"]:
             invalid.append("unknown platform")
         argv += ["--platforms", *platforms]
@@ -1303,6 +1464,12 @@ KNOWN_CASES = [
     _known("quantize epoch range wraps u32", ["quantize", "synthetic:3:10", "-o", "out.zsgd",
                                               "--epoch-first=4294967295", "--epochs=2"],
            outputs=("out.zsgd",), invalid=("epoch_first + epochs must fit u32",)),
+    _known("inspect header epoch range wraps u32", ["inspect", "f.zsgd"],
+           {"f.zsgd": Zsgd("synthetic:6:20:3 --epochs=2", fields=(("epoch_first", 0xFFFFFFFF),))},
+           invalid=("epochs 4294967295 and 4294967296: the range wraps u32",)),
+    _known("inspect intercept flag contradicting the scales", ["inspect", "f.zsgd"],
+           {"f.zsgd": Zsgd(fields=(("flags", 1),))},
+           invalid=("the intercept flag is set, the last scale entry is no intercept's",)),
     _known("quantize timedelta64 npy", ["quantize", "t.npy", "-o", "out.zsgd"],
            {"t.npy": b""}, outputs=("out.zsgd",), invalid=("timedelta64 is no number",)),
     _known("quantize -o a folder --force", ["quantize", "synthetic:3:10", "-o", "adir",
