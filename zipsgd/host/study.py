@@ -152,18 +152,27 @@ def check_study_arguments(datasets, bits, epochs) -> None:
         open_source(spec)
 
 
+def prepare_outputs(out: Path, names, force: bool) -> None:
+    """Refuse a study whose files exist in ``out`` (without ``force``), then make ``out``.
+
+    Raises
+    ------
+    OutputExistsError, OutputError
+    """
+    existing = [str(out / name) for name in names if (out / name).exists()]
+    if existing and not force:
+        raise OutputExistsError(f"{', '.join(existing)} exist; pass --force to overwrite")
+    check_output_folder(out, create=True)
+
+
 def run_convergence_study(datasets, bits=range(1, 9), epochs=None, out="docs/results",
                           force=False, seed: int = 0) -> list[dict]:
     """Run the study and write ``convergence.md``, ``convergence.json`` and one plot per data
     set into ``out``; returns the per-data-set results (without the full reports)."""
     check_study_arguments(datasets, bits, epochs)
     out = Path(out)
-    targets = [out / "convergence.md", out / "convergence.json"] + [
-        out / f"convergence_{_slug(d)}.png" for d in datasets]
-    existing = [str(t) for t in targets if t.exists()]
-    if existing and not force:
-        raise OutputExistsError(f"{', '.join(existing)} exist; pass --force to overwrite")
-    check_output_folder(out, create=True)
+    prepare_outputs(out, ["convergence.md", "convergence.json"]
+                    + [f"convergence_{_slug(d)}.png" for d in datasets], force)
     started = time.perf_counter()
     results = []
     for spec in datasets:

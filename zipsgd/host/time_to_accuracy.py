@@ -24,13 +24,12 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..spec.errors import ConfigError, DatasetError, OutputExistsError
+from ..spec.errors import ConfigError, DatasetError
 from ..spec.stream import Encoding, StreamLayout
 from .cpu_baseline import machine_description, measure_cpu_baseline
-from .output import check_output_folder
 from .perf import PLATFORMS, TARGET_GAP, Platform, epoch_cost
 from .report import write_json, write_text
-from .study import STUDY_DATASETS, check_study_arguments, tune_alpha
+from .study import STUDY_DATASETS, check_study_arguments, prepare_outputs, tune_alpha
 from .train import UPDATE_MODES, TrainSettings, load_scaled, train_in_memory
 from .zsgd_file import atomic_output
 
@@ -451,12 +450,9 @@ def run_performance_study(datasets=PERFORMANCE_DATASETS, platforms=PERFORMANCE_P
             raise ConfigError(f"platform must be one of {', '.join(PLATFORMS)}, found {name!r}")
     check_study_arguments(datasets, bits, epochs)
     out = Path(out)
-    names = [f"performance_{_slug(d)}_{_slug(p)}.png" for d in datasets for p in platforms]
-    targets = [out / "performance.md", out / "performance.json"] + [out / n for n in names]
-    existing = [str(t) for t in targets if t.exists()]
-    if existing and not force:
-        raise OutputExistsError(f"{', '.join(existing)} exist; pass --force to overwrite")
-    check_output_folder(out, create=True)
+    prepare_outputs(out, ["performance.md", "performance.json"]
+                    + [f"performance_{_slug(d)}_{_slug(p)}.png" for d in datasets
+                       for p in platforms], force)
     started = time.perf_counter()
     results = []
     for spec in datasets:
