@@ -16,7 +16,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from zipsgd.host.quantize import epoch_rng, level_values, quantize_fields
+from zipsgd.host.quantize import (epoch_rng, level_values, quantize_fields,
+                                  quantize_fields_levels)
 from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.stream import Encoding, StreamLayout, decode_fields
 
@@ -362,3 +363,114 @@ def test_rejects_values_outside_unit_interval(bad):
             quantize_fields(np.array([0.0]), np.array([[bad]]), layout, epoch_rng(0, 0))
         with pytest.raises(ConfigError):
             quantize_fields(np.array([bad]), np.array([[0.0]]), layout, epoch_rng(0, 0))
+
+
+# -- non-uniform levels (quantize_fields_levels) ---------------------------------------------
+
+def random_levels(rng, columns: int, bits: int) -> np.ndarray:
+    """Strictly increasing per-column levels with random, very unequal gaps."""
+    gaps = rng.exponential(size=(columns, 1 << bits)) ** 3 + 1e-3
+    return np.cumsum(np.column_stack([rng.normal(size=columns), gaps]), axis=1)
+
+
+def levels_index_and_bits(fields, bits, draws):
+    index = (fields & np.uint64((1 << bits) - 1)).astype(np.int64)
+    return index, [sample_bits(fields, bits, k) for k in range(draws)]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS, ids=["double", "single"])
+@pytest.mark.parametrize("bits", range(1, 9))
+def test_levels_unbiased_by_exact_enumeration(encoding, bits):
+    """Every level, every midpoint and random values of random non-uniform levels: the index
+    is the interval holding v, a sample bit is set iff its uniform < p (checked just below and
+    at p), and the expectation over the two outcomes, (1 - p) l_i + p l_{i+1}, equals v."""
+    rng = np.random.default_rng(bits)
+    levels = random_levels(rng, 3, bits)
+    mids = (levels[:, 1:] + levels[:, :-1]) / 2
+    rand = levels[:, :1] + rng.uniform(size=(3, 40)) * (levels[:, -1:] - levels[:, :1])
+    values = np.concatenate([levels, mids, rand], axis=1).T  # rows: samples; col 0: label
+    layout = StreamLayout(encoding, bits, 64)
+    draws = 2 if encoding is Encoding.DOUBLE else 1
+    index = np.clip(np.array([np.searchsorted(levels[c], values[:, c], side="right") - 1
+                              for c in range(3)]).T, 0, (1 << bits) - 1)
+    low = levels[np.arange(3), index]
+    high = levels[np.arange(3), index + 1]
+    p = (values - low) / (high - low)
+    assert np.all((low <= values) & (values <= high))
+    expectation = (1 - p) * low + p * high
+    scale = np.maximum(np.abs(values), np.abs(high - low))
+    assert np.all(np.abs(expectation - values) <= 4 * np.finfo(float).eps * scale)
+    for uniforms, expect_up in ((np.maximum(p - ULP, 0), p > 0), (np.minimum(p, 1 - ULP), p >= 1)):
+        stub = StubRng(lambda shape, u=uniforms: u[..., None])
+        fields = quantize_fields_levels(values[:, 0], values[:, 1:], layout, stub, levels)
+        assert stub.shapes == [values.shape + (draws,)]
+        got_index, got_bits = levels_index_and_bits(fields, bits, draws)
+        np.testing.assert_array_equal(got_index, index)
+        for sample in got_bits:
+            np.testing.assert_array_equal(sample, expect_up)
+        assert int(fields.max()) < 1 << layout.field_width
+
+
+@pytest.mark.parametrize("bits", [1, 4, 8])
+def test_uniform_levels_give_the_uniform_fields(bits):
+    """With the uniform levels on [-1, 1] the levels path makes the very fields of the
+    uniform path from the same generator (dyadic values: both compute p exactly)."""
+    rng = np.random.default_rng(5)
+    values = rng.integers(-(1 << 10), (1 << 10) + 1, size=(300, 9)) / (1 << 10)
+    levels = np.tile(level_values(bits), (9, 1))
+    for encoding in ENCODINGS:
+        layout = StreamLayout(encoding, bits, 64)
+        np.testing.assert_array_equal(
+            quantize_fields_levels(values[:, 0], values[:, 1:], layout, epoch_rng(2, 3), levels),
+            quantize_fields(values[:, 0], values[:, 1:], layout, epoch_rng(2, 3)))
+
+
+def test_levels_mean_within_five_sigma():
+    """Real generator, 100000 rows of fixed values on random levels at b = 3 (double): each
+    sample's level has variance (l_{i+1} - v)(v - l_i), so the mean of N draws is within
+    5 sigma = 5 sqrt(var / N) of v."""
+    bits, rows = 3, 100_000
+    rng = np.random.default_rng(17)
+    levels = random_levels(rng, 5, bits)
+    values = levels[:, 0] + rng.uniform(size=5) * (levels[:, -1] - levels[:, 0])
+    layout = StreamLayout(Encoding.DOUBLE, bits, 64)
+    table = np.tile(values, (rows, 1))
+    fields = quantize_fields_levels(table[:, 0], table[:, 1:], layout, epoch_rng(9, 0), levels)
+    index, samples = levels_index_and_bits(fields, bits, 2)
+    columns = np.arange(5)
+    low, high = levels[columns, index[0]], levels[columns, index[0] + 1]
+    sigma = np.sqrt((high - values) * (values - low) / rows)
+    for sample in samples:
+        mean = (low + sample * (high - low)).mean(axis=0)
+        assert np.all(np.abs(mean - values) < 5 * sigma + 1e-12), (mean - values) / sigma
+    # The two samples are independent draws: about half of the rows differ when p ~ 1/2.
+    assert not np.array_equal(samples[0], samples[1])
+
+
+def test_levels_chunking_does_not_change_fields():
+    rng = np.random.default_rng(4)
+    levels = random_levels(rng, 4, 2)
+    values = levels[:, 0] + rng.uniform(size=(101, 4)) * (levels[:, -1] - levels[:, 0])
+    layout = StreamLayout(Encoding.DOUBLE, 2, 64)
+    whole = quantize_fields_levels(values[:, 0], values[:, 1:], layout, epoch_rng(1, 0), levels)
+    gen = epoch_rng(1, 0)
+    parts = [quantize_fields_levels(values[a:a + 17, 0], values[a:a + 17, 1:], layout, gen,
+                                    levels) for a in range(0, 101, 17)]
+    np.testing.assert_array_equal(np.concatenate(parts), whole)
+
+
+def test_levels_rejects_bad_input():
+    layout = StreamLayout(Encoding.DOUBLE, 1, 64)
+    good = np.array([[-1.0, 0.0, 1.0], [0.0, 0.5, 2.0]])
+    label, feature = np.array([0.0]), np.array([[1.0]])
+    assert quantize_fields_levels(label, feature, layout, epoch_rng(0, 0), good).shape == (1, 2)
+    for bad, match in ((good[:, :2], "shape"), (good[::-1, ::-1], "increasing"),
+                       (np.where(good == 0.5, np.nan, good), "finite")):
+        with pytest.raises(ConfigError, match=match):
+            quantize_fields_levels(label, feature, layout, epoch_rng(0, 0), bad)
+    for value in (2.5, -0.1, np.nan, np.inf):
+        with pytest.raises(ConfigError, match="column 1"):
+            quantize_fields_levels(label, np.array([[value]]), layout, epoch_rng(0, 0), good)
+    with pytest.raises(ConfigError, match="raw32"):
+        quantize_fields_levels(label, feature, StreamLayout.make(Encoding.RAW32, 4, 64),
+                               epoch_rng(0, 0), good)

@@ -7,6 +7,14 @@ the level, ``2*level/2**b - 1``, has expectation ``v`` exactly (up to float64 ro
 ``DOUBLE`` draws two independent roundings of the same value; ``SINGLE`` one; ``RAW32`` rounds
 ``v * 2**30`` to the nearest integer (ties to even).
 
+**Non-uniform levels** (:func:`quantize_fields_levels`, e.g. the variance-optimal ones of
+:mod:`zipsgd.host.levels`): column ``j`` (0 the label) has levels ``l_0 < ... < l_s``,
+``s = 2**b``, covering its values; ``v`` in ``[l_i, l_{i+1}]`` gets interval index ``i`` (the
+largest ``i <= s - 1`` with ``l_i <= v``) and each sample bit is 1 with probability
+``p = (v - l_i) / (l_{i+1} - l_i)``, so ``E[level] = (1-p) l_i + p l_{i+1} = v`` exactly (up to
+float64 rounding of ``p``).  The fields have the same layout (index in the low ``b`` bits, then
+one bit per sample) and consume the same uniforms as uniform levels.
+
 Randomness: one ``numpy.random.Generator`` (PCG64) per epoch, seeded with
 ``SeedSequence([seed, epoch])`` (:func:`epoch_rng`).  It draws, sample by sample in stream order,
 one uniform double per field and per sample bit (shape ``(rows, n_fields, draws)``), so the
@@ -20,7 +28,7 @@ import numpy as np
 from ..spec.errors import ConfigError
 from ..spec.stream import RAW_FEATURE_FRAC, Encoding, StreamLayout
 
-__all__ = ["epoch_rng", "quantize_fields", "level_values"]
+__all__ = ["epoch_rng", "quantize_fields", "quantize_fields_levels", "level_values"]
 
 
 def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
@@ -66,15 +74,78 @@ def quantize_fields(labels: np.ndarray, features: np.ndarray, layout: StreamLayo
     index = np.floor(values)
     np.minimum(index, float((1 << b) - 1), out=index)
     values -= index
+    return _sample_fields(index, values, layout, rng)
+
+
+def quantize_fields_levels(labels: np.ndarray, features: np.ndarray, layout: StreamLayout,
+                           rng: np.random.Generator, levels: np.ndarray) -> np.ndarray:
+    """Quantize a block of samples into stream fields onto per-column levels.
+
+    Parameters
+    ----------
+    labels : float array, shape ``(rows,)``
+    features : float array, shape ``(rows, n_features)``
+    layout : StreamLayout
+        ``DOUBLE`` or ``SINGLE`` (``RAW32`` has no levels).
+    rng : Generator
+        Draws exactly what :func:`quantize_fields` draws for the same block.
+    levels : float array, shape ``(n_features + 1, 2**bits + 1)``
+        Row 0 the label's levels, then one row per feature; finite and strictly increasing.
+
+    Returns
+    -------
+    uint64 array, shape ``(rows, n_features + 1)``, laid out as :func:`quantize_fields`'s.
+
+    Raises
+    ------
+    ConfigError
+        For ``RAW32``, levels of the wrong shape, not finite or not strictly increasing, or a
+        value that is not finite or outside its column's levels.
+    """
+    values = np.column_stack([np.asarray(labels, dtype=np.float64).reshape(-1),
+                              np.asarray(features, dtype=np.float64)])
+    if layout.encoding is Encoding.RAW32:
+        raise ConfigError("raw32 fields carry values, not levels: expected double or single "
+                          "encoding with levels")
+    s = 1 << layout.bits
+    levels = np.asarray(levels, dtype=np.float64)
+    if levels.shape != (values.shape[1], s + 1):
+        raise ConfigError(f"expected levels of shape {(values.shape[1], s + 1)} (label and "
+                          f"features, 2**bits + 1 levels), found {levels.shape}")
+    steps = np.diff(levels, axis=1)
+    if not (np.all(np.isfinite(levels)) and np.all(steps > 0)):
+        raise ConfigError("expected finite, strictly increasing levels in every column")
+    # NaN fails both comparisons, so non-finite values are refused here too.
+    inside = (values >= levels[:, 0]) & (values <= levels[:, -1])
+    if not inside.all():
+        row, column = np.argwhere(~inside)[0]
+        raise ConfigError(f"row {row}, column {column} (0 = label): expected a finite value "
+                          f"within the column's levels [{levels[column, 0]}, "
+                          f"{levels[column, -1]}], found {values[row, column]}")
+    index = np.empty(values.shape, dtype=np.int64)
+    for column in range(values.shape[1]):  # each column searches its own levels
+        index[:, column] = np.searchsorted(levels[column], values[:, column], side="right") - 1
+    np.clip(index, 0, s - 1, out=index)
+    columns = np.arange(values.shape[1])
+    low = levels[columns, index]
+    prob = (values - low) / steps[columns, index]
+    return _sample_fields(index, prob, layout, rng)
+
+
+def _sample_fields(index: np.ndarray, prob: np.ndarray, layout: StreamLayout,
+                   rng: np.random.Generator) -> np.ndarray:
+    """Fields from interval indices and probabilities of rounding up: one uniform per field
+    and per sample bit, in stream order; a sample bit is 1 iff its uniform < ``prob``."""
+    b = layout.bits
     draws = 2 if layout.encoding is Encoding.DOUBLE else 1
-    uniform = rng.random(values.shape + (draws,))
+    uniform = rng.random(prob.shape + (draws,))
     # Fields have at most 10 bits: build them in uint16, one sample bit at a time (comparing
     # each draw's strided view is about twice as fast as one broadcast comparison).
     fields = index.astype(np.uint16)
-    up = np.empty(values.shape, dtype=np.bool_)
-    shifted = np.empty(values.shape, dtype=np.uint16)
+    up = np.empty(prob.shape, dtype=np.bool_)
+    shifted = np.empty(prob.shape, dtype=np.uint16)
     for k in range(draws):
-        np.less(uniform[..., k], values, out=up)
+        np.less(uniform[..., k], prob, out=up)
         np.left_shift(up.view(np.uint8), np.uint16(b + k), out=shifted)
         fields |= shifted
     return fields.astype(np.uint64)
