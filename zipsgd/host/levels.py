@@ -334,6 +334,8 @@ class _Column:
         if self.width == 0:  # one distinct value: keep it exactly
             self.values, self.counts = np.array([self.low]), np.array([weights.sum()])
             return
+        while self.origin + self.points * self.width < self.high:  # rounding must not grow it
+            self.width = np.nextafter(self.width, np.inf)
         self.hist = (np.zeros(self.points), np.zeros(self.points), np.zeros(self.points))
         self._add_to_bins(values, weights)
 
