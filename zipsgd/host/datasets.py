@@ -476,12 +476,12 @@ def _encode_frame(name: str, frame, label: str):
 def _column_kind(name: str, column) -> tuple[str, list]:
     """("numeric", []) or (kind, categories in reference-first order) for a column."""
     dtype = column.dtype
-    if dtype.kind == "b" or str(dtype) == "boolean":
+    if dtype.kind == "b":
         return "bool", [False, True]
     if hasattr(dtype, "categories"):  # a pandas categorical: its own category order
         used = set(column.unique())
         return "category", [c for c in dtype.categories if c in used]
-    if dtype.kind in "iuf" or str(dtype) in ("Int64", "Int32", "Float64", "UInt8", "Int8"):
+    if dtype.kind in "iuf":  # (pandas' nullable Int64/Float64 have these kinds too)
         return "numeric", []
     if dtype.kind in "OSU" or str(dtype) in ("string", "str"):
         return "string", sorted({str(v) for v in column.unique()})

@@ -426,8 +426,8 @@ class LevelStats:
                               f"{table.shape[1] - 1}")
         if not np.all(np.isfinite(table)):
             row, column = np.argwhere(~np.isfinite(table))[0]
-            raise DatasetError(f"row {self.rows + row} of the chunk's pass: expected finite "
-                               f"values, found {table[row, column]} in column {column} "
+            raise DatasetError(f"row {self.rows + row} (0-based, over all updates): expected "
+                               f"finite values, found {table[row, column]} in column {column} "
                                "(0 = label)")
         if table.shape[0] == 0:
             return
