@@ -303,6 +303,8 @@ class EpochStatus:
         Scaled residuals clamped to the gradient format.
     loss_saturated : bool
         The loss accumulator (or a narrowed residual) saturated.
+    forward_saturations : int
+        Engine v2 only: forward operands clamped to 18 bits by an update.
     """
 
     loss_acc: int = 0
@@ -312,6 +314,8 @@ class EpochStatus:
     model_saturations: int = 0
     residual_saturations: int = 0
     loss_saturated: bool = False
+    #: Engine v2: model words whose forward operand was clamped to 18 bits.
+    forward_saturations: int = 0
 
     @property
     def loss_sum(self) -> float:

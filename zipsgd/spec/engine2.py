@@ -1,0 +1,228 @@
+"""Engine v2: every width, format, rounding and saturation step (numerics v2).
+
+One definition used by the v2 hardware (``zipsgd/hw/v2``) and its bit-exact golden model
+(``zipsgd/golden/engine2.py``); ``docs/ENGINE.md`` ("Engine v2") explains each step and
+``tests/golden/test_engine2.py`` checks the page against these constants.
+
+What changes from v1, and why (``docs/HARDWARE.md``, "Engine v2"):
+
+* the forward product uses an 18-bit *forward operand* ``x_f`` (a run-time format
+  ``<18, FL_f>`` of the model word, rounded to nearest even and saturated), so a lane needs one
+  MULT18X18D for it;
+* the scaled residual ``e`` is 18 bits, saturated symmetrically, so the gradient term
+  ``e * F2`` is one MULT18X18D and a batch of ``B_max <= 512`` terms fits a 35-bit partial;
+* a ``raw32`` word is rounded to 16 fraction bits (18-bit feature word);
+* the step is an unsigned 17-bit mantissa with a run-time shift;
+* the loss is accumulated from the residual rounded to ``<18, 13>``;
+* the model update's random bits come from ``U = W / 32`` update generators, feature ``m``
+  (model word ``m``) from generator ``m mod U``, so the numbers depend on the bus width but
+  not on the lanes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .engine import (
+    DECAY_FRAC,
+    DECAY_WIDTH,
+    MODEL_STORAGE_WIDTH,
+    EpochStatus,
+    UpdateMode,
+    clog2,
+)
+from .errors import ConfigError
+from .fixed import RoundingMode
+from .stream import BUS_WIDTHS, QUANT_FEATURE_FRAC, Encoding, StreamLayout
+
+__all__ = [
+    "EngineParams2", "RunConfig2", "EpochStatus", "UpdateMode",
+    "FORWARD_WIDTH", "RESIDUAL_WIDTH", "RESIDUAL_MAX", "STEP_WIDTH", "RAW_FEATURE_FRAC2",
+    "RAW_ROUND_SHIFT", "RAW_PRODUCT_SHIFT2", "PRODUCT_LOG2", "LOSS_WIDTH", "LOSS_FRAC",
+    "LOSS_ACC_WIDTH", "PARTIAL_WIDTH", "MAX_BATCH2", "update_units", "DECAY_FRAC",
+    "DECAY_WIDTH", "step_register",
+]
+
+#: The forward operand ``x_f``: ``<18, FL_f>``, one MULT18X18D input.
+FORWARD_WIDTH = 18
+#: The scaled residual ``e``: ``<18, FL_e>``, saturated to ``[-RESIDUAL_MAX, RESIDUAL_MAX]``.
+RESIDUAL_WIDTH = 18
+RESIDUAL_MAX = (1 << (RESIDUAL_WIDTH - 1)) - 1
+#: The step register: an unsigned 17-bit mantissa ``a``; ``e = round(a * r, residual_shift)``.
+STEP_WIDTH = 17
+#: A ``raw32`` word (30 fraction bits, clamped to [-1, 1]) becomes an 18-bit feature word with
+#: 16 fraction bits: ``(w + 2**13) >> 14`` (round half up).
+RAW_FEATURE_FRAC2 = 16
+RAW_ROUND_SHIFT = 30 - RAW_FEATURE_FRAC2
+#: ``raw32`` products are shifted right (floor) by this so every product has ``8 + FL_f``
+#: (dot product) or ``8 + FL_e`` (gradient term) fraction bits.
+RAW_PRODUCT_SHIFT2 = RAW_FEATURE_FRAC2 - QUANT_FEATURE_FRAC
+#: Every product and gradient term has magnitude <= 2**25 (|F| <= 2**8, |x_f|, |e| <= 2**17;
+#: raw32: 2**16 * 2**17 >> 8).
+PRODUCT_LOG2 = QUANT_FEATURE_FRAC + FORWARD_WIDTH - 1
+#: The loss: the residual rounded (half even) to ``<18, 13>``, saturated, squared (26 fraction
+#: bits) and summed in an unsigned saturating 64-bit accumulator.
+LOSS_WIDTH = 18
+LOSS_FRAC = 13
+LOSS_ACC_WIDTH = 64
+#: The largest mini-batch: a lane's gradient partial (B_max terms below 2**25) fits 35 bits,
+#: and a batch-parity tag makes a 36-bit memory word.
+MAX_BATCH2 = 512
+PARTIAL_WIDTH = PRODUCT_LOG2 + clog2(MAX_BATCH2) + 1
+
+
+def update_units(bus_width: int) -> int:
+    """Update units (and update generators) of a build: ``W / 32``."""
+    return bus_width // 32
+
+
+@dataclass(frozen=True)
+class EngineParams2:
+    """Build-time parameters of engine v2: bus width ``W`` (lanes ``L = W / 2``), ``N_max``
+    and ``B_max`` (at most :data:`MAX_BATCH2`)."""
+
+    bus_width: int = 64
+    max_features: int = 32768
+    max_batch: int = MAX_BATCH2
+
+    def __post_init__(self):
+        if self.bus_width not in BUS_WIDTHS:
+            raise ConfigError(f"bus width must be one of {BUS_WIDTHS}, found {self.bus_width!r}")
+        if not isinstance(self.max_features, int) or not 1 <= self.max_features <= 1 << 20:
+            raise ConfigError(f"max_features must be in 1..{1 << 20}, "
+                              f"found {self.max_features!r}")
+        if not isinstance(self.max_batch, int) or not 1 <= self.max_batch <= MAX_BATCH2:
+            raise ConfigError(f"max_batch must be in 1..{MAX_BATCH2}, found {self.max_batch!r}")
+
+    @property
+    def lanes(self) -> int:
+        return self.bus_width // 2
+
+    @property
+    def update_units(self) -> int:
+        return update_units(self.bus_width)
+
+    @property
+    def dot_width(self) -> int:
+        """Signed width of a dot product: ``N_max`` products of magnitude <= 2**25."""
+        return PRODUCT_LOG2 + clog2(self.max_features) + 2
+
+    @property
+    def residual_width(self) -> int:
+        return self.dot_width + 1
+
+    @property
+    def gradient_width(self) -> int:
+        """Signed width of a feature's batch gradient: ``B_max`` terms below 2**25."""
+        return PRODUCT_LOG2 + clog2(self.max_batch) + 1
+
+
+@dataclass(frozen=True)
+class RunConfig2:
+    """The control registers of engine v2 for one run (``docs/ENGINE.md``, "Engine v2").
+
+    Parameters
+    ----------
+    encoding, bits, n_features, batch_size, rounding, update_mode, seed : as in v1.
+    model_width, model_frac : ``<WL_m, FL_m>``, ``2 <= WL_m <= 32``, ``1 <= FL_m <= 31``.
+    forward_frac : ``FL_f`` of the forward operand ``<18, FL_f>``: ``1 <= FL_f <= min(FL_m, 17)``.
+    grad_frac : ``FL_e`` of the scaled residual ``<18, FL_e>``: ``FL_m - 8 <= FL_e <= 40``.
+    step : the step mantissa ``a`` (unsigned, ``STEP_WIDTH`` bits).
+    residual_shift : ``e = round(a * r, residual_shift)``, ``0..63``.
+    decay, threshold : L2 decay (``DECAY_FRAC`` fraction bits) and L1 threshold (model words).
+    """
+
+    encoding: Encoding = Encoding.DOUBLE
+    bits: int = 4
+    n_features: int = 1
+    batch_size: int = 1
+    model_width: int = 32
+    model_frac: int = 24
+    forward_frac: int = 14
+    grad_frac: int = 24
+    step: int = 0
+    residual_shift: int = 0
+    decay: int = 0
+    threshold: int = 0
+    rounding: RoundingMode = RoundingMode.STOCHASTIC
+    update_mode: UpdateMode = UpdateMode.DELAYED
+    seed: int = 1
+    extra: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "encoding", Encoding.parse(self.encoding))
+        if self.encoding is Encoding.RAW32:
+            object.__setattr__(self, "bits", 32)
+        object.__setattr__(self, "rounding", RoundingMode(self.rounding))
+        object.__setattr__(self, "update_mode", UpdateMode(self.update_mode))
+        checks = [
+            ("model_width", 2 <= self.model_width <= MODEL_STORAGE_WIDTH, "2..32"),
+            ("model_frac", 1 <= self.model_frac <= 31, "1..31"),
+            ("forward_frac", 1 <= self.forward_frac <= min(self.model_frac, 17),
+             f"1..{min(self.model_frac, 17)} (at most FL_m and 17)"),
+            ("grad_frac", max(0, self.model_frac - 8) <= self.grad_frac <= 40,
+             f"{max(0, self.model_frac - 8)}..40 (FL_m-8..40)"),
+            ("step", 0 <= self.step < 1 << STEP_WIDTH, f"0..2**{STEP_WIDTH}-1"),
+            ("residual_shift", 0 <= self.residual_shift <= 63, "0..63"),
+            ("decay", 0 <= self.decay < 1 << DECAY_WIDTH, f"0..2**{DECAY_WIDTH}-1"),
+            ("threshold", 0 <= self.threshold < 1 << 31, "0..2**31-1"),
+            ("seed", 0 <= self.seed < 1 << 32, "0..2**32-1"),
+            ("batch_size", self.batch_size >= 1, ">= 1"),
+            ("n_features", self.n_features >= 1, ">= 1"),
+        ]
+        for name, ok, expected in checks:
+            if not ok:
+                raise ConfigError(f"{name} must be in {expected}, found {getattr(self, name)!r}")
+        StreamLayout(self.encoding, self.bits, 64)   # validates encoding and bits
+
+    def check_against(self, params: EngineParams2) -> None:
+        if self.n_features > params.max_features:
+            raise ConfigError(f"n_features must be at most N_max={params.max_features}, "
+                              f"found {self.n_features}")
+        if self.batch_size > params.max_batch:
+            raise ConfigError(f"batch_size must be at most B_max={params.max_batch}, "
+                              f"found {self.batch_size}")
+
+    @property
+    def dot_frac(self) -> int:
+        """Fraction bits of products, the dot product and the residual: ``8 + FL_f``."""
+        return QUANT_FEATURE_FRAC + self.forward_frac
+
+    @property
+    def term_frac(self) -> int:
+        """Fraction bits of a gradient term and of a feature's batch gradient: ``8 + FL_e``."""
+        return QUANT_FEATURE_FRAC + self.grad_frac
+
+    @property
+    def update_shift(self) -> int:
+        """Right shift from a batch gradient to model words: ``FL_e + 8 - FL_m`` (>= 0)."""
+        return self.term_frac - self.model_frac
+
+    @property
+    def forward_shift(self) -> int:
+        """Right shift from a model word to its forward operand: ``FL_m - FL_f`` (>= 0)."""
+        return self.model_frac - self.forward_frac
+
+    def with_(self, **changes) -> RunConfig2:
+        return replace(self, **changes)
+
+
+def step_register(alpha: float, config: RunConfig2) -> tuple[int, int]:
+    """The step mantissa and residual shift for a step ``alpha`` (per sample of the batch: the
+    host passes ``alpha_k / B``): ``e = a * r * 2**-s`` in ``<18, FL_e>`` units equals
+    ``alpha * r`` with the most mantissa bits that fit.  Returns ``(step, residual_shift)``."""
+    if not alpha >= 0 or alpha != alpha or alpha == float("inf"):
+        raise ConfigError(f"the step size must be finite and >= 0, found {alpha!r}")
+    if alpha == 0:
+        return 0, 0
+    base = config.dot_frac - config.grad_frac          # s = k + FL_d - FL_e for a = alpha 2**k
+    k = (1 << STEP_WIDTH) - 1
+    exponent = STEP_WIDTH - 1 - int(np.floor(np.log2(alpha)))
+    exponent = min(exponent, 63 - base)
+    if exponent + base < 0:
+        raise ConfigError(f"the step size {alpha!r} is too large for the formats "
+                          f"(FL_f={config.forward_frac}, FL_e={config.grad_frac})")
+    mantissa = min(int(round(alpha * 2.0 ** exponent)), k)
+    return mantissa, exponent + base
