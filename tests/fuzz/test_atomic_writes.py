@@ -24,7 +24,7 @@ from zipsgd.host.output import TEMP_SUFFIX, stale_temporaries
 from zipsgd.host.report import write_json
 from zipsgd.host.zsgd_file import Scaling, StreamFile, StreamHeader, write_stream
 from zipsgd.spec.errors import StreamFormatError
-from zipsgd.spec.stream import Encoding, StreamLayout, pack_fields
+from zipsgd.spec.stream import Encoding, StreamLayout, pack_beats_v1
 
 LAYOUT = StreamLayout(Encoding.DOUBLE, 4, 64)
 #: What atomic_output names its temporary file: ".<name>.<random>.tmp", next to the target.
@@ -72,7 +72,7 @@ def small_stream(path: Path) -> bytes:
     header = StreamHeader(LAYOUT, 3, 5, 9, Scaling.MAXABS, np.zeros(4), np.ones(4))
     fields = np.random.default_rng(0).integers(0, 1 << LAYOUT.field_width, (5, 4),
                                                dtype=np.uint64)
-    write_stream(path, header, [pack_fields(fields, LAYOUT)])
+    write_stream(path, header, [pack_beats_v1(fields, LAYOUT)])
     return path.read_bytes()
 
 
