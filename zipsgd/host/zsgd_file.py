@@ -214,9 +214,9 @@ def _decode_header(read) -> tuple[StreamHeader, int]:
     if magic != MAGIC:
         raise StreamFormatError(f"not a .zsgd file: expected magic {MAGIC!r}, found {magic!r}")
     if version != VERSION:
-        raise StreamFormatError(f"unsupported .zsgd version {version}: expected version "
-                                f"{VERSION} (samples packed back to back); re-pack the data with "
-                                "`zipsgd quantize`")
+        raise StreamFormatError(f"unsupported .zsgd version: expected version {VERSION} "
+                                f"(samples packed back to back), found version {version}; "
+                                "re-pack the data with `zipsgd quantize`")
     fixed = start + read(FIXED_BYTES - _VERSION_END)
     if len(fixed) < FIXED_BYTES:
         raise StreamFormatError(f"truncated header: expected {FIXED_BYTES} bytes, "
