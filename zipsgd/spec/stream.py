@@ -301,19 +301,19 @@ def check_levels(levels, layout: StreamLayout, n_features: int) -> np.ndarray:
     if table.dtype.kind not in "iu":
         raise ConfigError(f"level table: expected integer words, found {table.dtype}")
     words = table.astype(np.int64)
-    rules = ((words[:, 0] != -LEVEL_ONE, lambda r: 0, f"expected first entry {-LEVEL_ONE}"),
-             (words[:, -1] != LEVEL_ONE, lambda r: shape[1] - 1,
-              f"expected last entry {LEVEL_ONE}"),
+    edge = np.zeros(shape, dtype=bool)
+    first, last, rising = edge.copy(), edge.copy(), edge.copy()
+    first[:, 0] = words[:, 0] != -LEVEL_ONE
+    last[:, -1] = words[:, -1] != LEVEL_ONE
+    rising[:, 1:] = np.diff(words, axis=1) <= 0  # marks the entry that fails to rise
+    rules = ((first, f"expected first entry {-LEVEL_ONE}"),
+             (last, f"expected last entry {LEVEL_ONE}"),
              ((words < -LEVEL_ONE) | (words > LEVEL_ONE),
-              lambda r: int(np.argmax((words[r] < -LEVEL_ONE) | (words[r] > LEVEL_ONE))),
               f"expected entries in {-LEVEL_ONE}..{LEVEL_ONE}"),
-             (np.diff(words, axis=1) <= 0, lambda r: int(np.argmax(np.diff(words[r]) <= 0)) + 1,
-              "expected strictly increasing entries"))
-    for bad, entry_of, rule in rules:
-        rows = np.flatnonzero(bad if bad.ndim == 1 else bad.any(axis=1))
-        if rows.size:
-            row = int(rows[0])
-            entry = entry_of(row)
+             (rising, "expected strictly increasing entries"))
+    for bad, rule in rules:
+        if bad.any():
+            row, entry = (int(i) for i in np.argwhere(bad)[0])
             name = "label" if row == 0 else f"feature {row}"
             raise ConfigError(f"level table row {row} ({name}), entry {entry}: {rule}, found "
                               f"{int(words[row, entry])}")
