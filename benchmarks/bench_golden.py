@@ -15,7 +15,7 @@ from zipsgd.golden.engine import GoldenEngine
 from zipsgd.host.cpu_baseline import machine_description
 from zipsgd.host.quantize import epoch_rng, quantize_fields
 from zipsgd.spec.engine import EngineParams, RunConfig
-from zipsgd.spec.stream import StreamLayout, pack_fields
+from zipsgd.spec.stream import StreamLayout, pack_beats_v1
 
 SAMPLES = 20000
 FEATURES = 100
@@ -35,11 +35,11 @@ def main() -> None:
     print(f"{'encoding':>8} {'b':>3} {'batch':>5} {'Mvalues/s':>10}")
     for encoding, bits, batch in CASES:
         layout = StreamLayout.make(encoding, bits, 64)
-        payload = pack_fields(quantize_fields(labels, features, layout, epoch_rng(1, 0)), layout)
+        payload = pack_beats_v1(quantize_fields(labels, features, layout, epoch_rng(1, 0)), layout)
         config = RunConfig(encoding=encoding, bits=bits, n_features=FEATURES, batch_size=batch,
                            step=1 << 10, seed=3)
         samples = SAMPLES if batch > 1 else SAMPLES // 10
-        part = payload[: samples * layout.sample_bytes(FEATURES)]
+        part = payload[: samples * layout.sample_bytes_v1(FEATURES)]
         engine = GoldenEngine(EngineParams(), config)
         seconds = best_of(3, lambda e=engine, p=part: e.run_epoch(p))
         print(f"{encoding:>8} {bits:>3} {batch:>5} {samples * FEATURES / seconds / 1e6:>10.2f}")

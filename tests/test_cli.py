@@ -65,10 +65,13 @@ def test_quantize_inspect_train_round_trip(tmp_path, capsys, stream):
     info = json.loads(out)
     assert (info["encoding"], info["bits"], info["bus_width"]) == ("double", 4, 64)
     assert (info["n_samples"], info["n_features"], info["epoch_count"]) == (300, 8, 2)
-    # double at 4 bits: 9 fields of 6 bits fit one 64-bit beat per sample.
-    assert info["beats_per_sample"] == 1 and info["payload_bytes"] == 2 * 300 * 8
+    # double at 4 bits: 300 samples of 9 six-bit fields back to back are 16200 bits, 254 beats.
+    assert info["version"] == 2 and info["levels"] == "uniform"
+    assert info["beats_per_epoch"] == 254 and info["payload_bytes"] == 2 * 254 * 8
     assert stream.stat().st_size == info["header_bytes"] + info["payload_bytes"]
-    assert info["compression_vs_raw32"] == pytest.approx(5.0)
+    assert info["bits_per_value"] == pytest.approx(254 * 64 / (300 * 8))
+    assert info["bits_per_value_limit"] == pytest.approx(6 * 9 / 8)
+    assert info["compression_vs_raw32"] == pytest.approx(1350 / 254)  # raw32: 86400 bits
 
     status, out, _ = run(capsys, "inspect", stream)
     assert status == 0 and "n_samples" in out and "double" in out
@@ -83,6 +86,7 @@ def test_quantize_inspect_train_round_trip(tmp_path, capsys, stream):
     assert [e["epoch"] for e in report["epochs"]] == [1, 2, 3]
     for record in report["epochs"]:
         assert record["engine_loss"] > 0
+        # what the current engine consumed: its v1 beats, one a sample
         assert record["bytes_streamed"] == 300 * 8 == record["beats"] * 8
         assert record["loss"] is None  # a file has no float data to measure the loss on
     assert report["bytes_streamed"] == 3 * 300 * 8

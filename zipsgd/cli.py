@@ -44,7 +44,7 @@ from .host.train import (
     train_in_memory,
     train_stream_file,
 )
-from .host.zsgd_file import StreamFile
+from .host.zsgd_file import VERSION, StreamFile
 from .hw import synth
 from .hw.boards import BOARDS
 from .hw.top import export_verilog
@@ -118,17 +118,19 @@ def _run_inspect(args) -> int:
     stream = StreamFile(args.file)
     h = stream.header
     raw = StreamLayout.make("raw32", 32, h.layout.bus_width)
-    raw_bytes = raw.sample_bytes(h.n_features) * h.n_samples * h.epoch_count
+    raw_bytes = raw.stream_bytes(h.n_features, h.n_samples) * h.epoch_count
     info = {
-        "file": str(stream.path), "version": 1, "encoding": h.layout.encoding.name.lower(),
-        "bits": h.layout.bits, "bus_width": h.layout.bus_width,
-        "field_width": h.layout.field_width, "fields_per_beat": h.layout.fields_per_beat,
+        "file": str(stream.path), "version": VERSION,
+        "encoding": h.layout.encoding.name.lower(), "bits": h.layout.bits,
+        "bus_width": h.layout.bus_width, "field_width": h.layout.field_width,
+        "levels": "uniform" if h.levels is None else "table",
         "n_samples": h.n_samples, "n_features": h.n_features,
-        "beats_per_sample": h.beats_per_sample, "epoch_first": h.epoch_first,
+        "beats_per_epoch": h.beats_per_epoch, "epoch_first": h.epoch_first,
         "epoch_count": h.epoch_count, "seed": h.seed, "scaling": h.scaling.name.lower(),
         "label_format": h.label_format.name.lower(), "header_bytes": h.header_bytes,
         "payload_bytes": h.payload_bytes, "payload_crc32": f"{stream.payload_crc32:#010x}",
-        "stored_bits_per_value": h.layout.stored_bits_per_value(h.n_features),
+        "bits_per_value": h.bits_per_value,
+        "bits_per_value_limit": h.layout.field_width * (h.n_features + 1) / h.n_features,
         "raw32_payload_bytes": raw_bytes, "compression_vs_raw32": raw_bytes / h.payload_bytes,
     }
     if args.json:

@@ -24,7 +24,7 @@ from zipsgd.host.output import TEMP_SUFFIX, stale_temporaries
 from zipsgd.host.report import write_json
 from zipsgd.host.zsgd_file import Scaling, StreamFile, StreamHeader, write_stream
 from zipsgd.spec.errors import StreamFormatError
-from zipsgd.spec.stream import Encoding, StreamLayout, pack_fields
+from zipsgd.spec.stream import Encoding, StreamLayout, pack_stream
 
 LAYOUT = StreamLayout(Encoding.DOUBLE, 4, 64)
 #: What atomic_output names its temporary file: ".<name>.<random>.tmp", next to the target.
@@ -43,7 +43,7 @@ WRITERS = {
         layout = StreamLayout(Encoding.DOUBLE, 4, 64)
         header = StreamHeader(layout, features, n * chunks, 1, Scaling.MAXABS,
                               np.zeros(features + 1), np.ones(features + 1))
-        chunk = np.full(n * header.sample_bytes, 0xA5, dtype=np.uint8)
+        chunk = np.full(header.epoch_bytes // chunks, 0xA5, dtype=np.uint8)  # 6 beats a sample
 
         def pieces():
             for k in range(chunks):
@@ -72,7 +72,7 @@ def small_stream(path: Path) -> bytes:
     header = StreamHeader(LAYOUT, 3, 5, 9, Scaling.MAXABS, np.zeros(4), np.ones(4))
     fields = np.random.default_rng(0).integers(0, 1 << LAYOUT.field_width, (5, 4),
                                                dtype=np.uint64)
-    write_stream(path, header, [pack_fields(fields, LAYOUT)])
+    write_stream(path, header, [pack_stream(fields, LAYOUT)])
     return path.read_bytes()
 
 

@@ -257,10 +257,10 @@ class Zsgd:
 
 
 #: Header fields whose change (CRC recomputed) makes the file contradict itself: sizes, counts,
-#: the version, the label format.  (Not bits, bus width, encoding or scaling: another value can
-#: describe the same bytes; nor the seed or a non-wrapping epoch_first.)
+#: the version, the label format, the level flag.  (Not bits, bus width, encoding or scaling:
+#: another value can describe the same bytes; nor the seed or a non-wrapping epoch_first.)
 _MUST_MATCH = ("version", "header_bytes", "label_format", "n_features", "n_samples",
-               "epoch_count", "beats_per_sample", "payload_bytes", "payload_crc32")
+               "epoch_count", "beats_per_epoch", "payload_bytes", "payload_crc32", "levels")
 #: Header field -> (offset, struct code) in the fixed part of a .zsgd header.
 _FIELD_AT: dict[str, tuple[int, str]] = {}
 _offset = 0

@@ -31,7 +31,7 @@ from zipsgd.host.zsgd_file import (
     write_stream,
 )
 from zipsgd.spec.errors import StreamFormatError
-from zipsgd.spec.stream import Encoding, StreamLayout, pack_fields
+from zipsgd.spec.stream import Encoding, StreamLayout, pack_stream, uniform_levels
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzz_support import fuzz_settings, peak_allocation
@@ -44,13 +44,15 @@ for _name, _code, _ in HEADER_FIELDS:
     _offset += struct.calcsize("<" + _code)
 
 
-def valid_file(layout: StreamLayout, n_features: int, n_samples: int, epochs: int) -> bytes:
+def valid_file(layout: StreamLayout, n_features: int, n_samples: int, epochs: int,
+               levels: bool = False) -> bytes:
     rng = np.random.default_rng(n_features)
     header = StreamHeader(layout, n_features, n_samples, 7, Scaling.MAXABS,
                           np.zeros(n_features + 1), rng.uniform(0.5, 2, n_features + 1),
-                          epoch_count=epochs)
+                          epoch_count=epochs,
+                          levels=uniform_levels(layout.bits, n_features) if levels else None)
     width = layout.field_width
-    payload = [pack_fields(rng.integers(0, 1 << width, (n_samples, n_features + 1),
+    payload = [pack_stream(rng.integers(0, 1 << width, (n_samples, n_features + 1),
                                         dtype=np.uint64), layout) for _ in range(epochs)]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "valid.zsgd"
@@ -60,12 +62,19 @@ def valid_file(layout: StreamLayout, n_features: int, n_samples: int, epochs: in
 
 VALID = [valid_file(StreamLayout(Encoding.DOUBLE, 3, 64), 5, 4, 2),
          valid_file(StreamLayout(Encoding.SINGLE, 8, 128), 1, 3, 1),
-         valid_file(StreamLayout(Encoding.RAW32, 32, 64), 3, 2, 3)]
+         valid_file(StreamLayout(Encoding.RAW32, 32, 64), 3, 2, 3),
+         valid_file(StreamLayout(Encoding.DOUBLE, 2, 128), 4, 5, 2, levels=True)]
 
 
 def header_size(data: bytes) -> int:
-    return FIXED_BYTES + 16 * (struct.unpack_from("<I", data, FIELDS["n_features"][0])[0] + 1) \
-        + 4
+    """The header size the file's feature count, bits and level flag imply."""
+    def value(name):
+        return struct.unpack_from(FIELDS[name][1], data, FIELDS[name][0])[0]
+
+    rows = value("n_features") + 1
+    table = 2 * rows * ((1 << value("bits")) + 1) if value("levels") == 1 \
+        and 1 <= value("bits") <= 8 else 0
+    return FIXED_BYTES + 16 * rows + table + 4
 
 
 def fix_header_crc(data: bytearray) -> None:
@@ -116,12 +125,12 @@ def mutated(draw) -> bytes:
 
 
 def read_all(path: Path) -> None:
-    """Open the file and read every sample chunk of every epoch (what training does)."""
+    """Open the file and read the samples of every epoch (what training does)."""
     stream = StreamFile(path)
     header = stream.header
     for epoch in range(header.epoch_count):
-        total = sum(chunk.size for chunk in stream.iter_sample_chunks(epoch, max_samples=3))
-        assert total == header.epoch_bytes
+        total = sum(block.shape[0] for block in stream.iter_fields(epoch, max_samples=3))
+        assert total == header.n_samples
 
 
 def refusal(data: bytes) -> str | None:
@@ -173,9 +182,10 @@ def test_huge_sample_count_refused_before_allocating(tmp_path):
     data = bytearray(VALID[0])
     header = header_size(bytes(data))
     n_samples, epochs = 1 << 40, 1 << 16
-    sample_bytes = struct.unpack_from("<I", data, FIELDS["beats_per_sample"][0])[0] * 8
+    epoch_bytes = StreamLayout(Encoding.DOUBLE, 3, 64).stream_bytes(5, n_samples)
     for name, value in (("n_samples", n_samples), ("epoch_count", epochs),
-                        ("payload_bytes", n_samples * epochs * sample_bytes)):
+                        ("beats_per_epoch", epoch_bytes // 8),
+                        ("payload_bytes", epochs * epoch_bytes)):
         struct.pack_into(FIELDS[name][1], data, FIELDS[name][0], value)
     fix_header_crc(data)
     path = tmp_path / "huge.zsgd"
@@ -185,7 +195,7 @@ def test_huge_sample_count_refused_before_allocating(tmp_path):
         try:
             StreamFile(path)
         except StreamFormatError as error:
-            assert "truncated" in str(error) and str(header + n_samples * epochs * sample_bytes) \
+            assert "truncated" in str(error) and str(header + epochs * epoch_bytes) \
                 in str(error)
         else:
             raise AssertionError("a file claiming 2**56 bytes was accepted")

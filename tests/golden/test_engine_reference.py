@@ -17,7 +17,7 @@ import pytest
 
 from zipsgd.golden.engine import GoldenEngine
 from zipsgd.spec.engine import EngineParams, EpochStatus, RunConfig
-from zipsgd.spec.stream import Encoding, pack_fields
+from zipsgd.spec.stream import Encoding, pack_beats_v1
 
 # ---------------------------------------------------------------------------------------------
 # The reference, straight from docs/ENGINE.md.  Register codes: encoding double 0, single 1,
@@ -236,7 +236,7 @@ def random_payload(rng, cfg: dict, bus_width: int, n_samples: int) -> bytes:
         small = rng.integers(-(1 << 29), 1 << 29, size=fields.shape) & M32
         fields = np.where(rng.random(fields.shape) < 0.7, small.astype(np.uint64), fields)
     layout = run_config(cfg).layout(bus_width)
-    return pack_fields(fields, layout).tobytes()
+    return pack_beats_v1(fields, layout).tobytes()
 
 
 def random_model(rng, cfg: dict) -> list[int]:
@@ -265,7 +265,7 @@ def assert_same_generators(golden: GoldenEngine, ref: RefEngine, steps: int = 3)
 
 def ref_samples(payload: bytes, cfg: dict, bus_width: int) -> int:
     layout = run_config(cfg).layout(bus_width)
-    return len(payload) // layout.sample_bytes(cfg["n"])
+    return len(payload) // layout.sample_bytes_v1(cfg["n"])
 
 
 def run_both(cfg: dict, bus_width: int, epochs: list[bytes], model=None, reconfigure=None,
@@ -390,7 +390,7 @@ def test_loss_residual_saturates():
     model = [(1 << 31) - 1] * 37  # ~ +128 each: the dot product is ~ 37 * 128
     fields = np.full((6, 38), 0b11_1111, dtype=np.uint64)  # i = 15, s1 = s2 = 1: level 16, +1.0
     fields[:, 0] = 0  # label -1
-    payload = pack_fields(fields, run_config(cfg).layout(64)).tobytes()
+    payload = pack_beats_v1(fields, run_config(cfg).layout(64)).tobytes()
     (status,) = run_both(cfg, 64, [payload], model=model)
     assert status.loss_saturated
     assert status.loss_acc == 6 * ((((1 << 31) - 1) ** 2) >> 16)

@@ -12,7 +12,7 @@ from zipsgd.host.quantize import epoch_rng, quantize_fields
 from zipsgd.host.scaling import ColumnStats, Scaler
 from zipsgd.host.zsgd_file import Scaling, StreamFile
 from zipsgd.spec.errors import ConfigError, DatasetError, OutputExistsError
-from zipsgd.spec.stream import StreamLayout, decode_fields, unpack_fields
+from zipsgd.spec.stream import StreamLayout, decode_fields, stream_padding_is_zero, unpack_stream
 
 LAYOUTS = [
     StreamLayout.make("double", 3, 64),
@@ -51,9 +51,12 @@ def test_file_holds_the_quantized_epochs(tmp_path, npy_source, layout, scaling):
     assert_array_equal(stream.header.offsets, offsets)
     assert_array_equal(stream.header.scales, scales)
     for k in range(2):
-        got = unpack_fields(stream.epoch_payload(k), layout, 5)
+        payload = stream.epoch_payload(k)
+        assert payload.size == layout.stream_bytes(5, 37)  # samples back to back (v2)
+        assert stream_padding_is_zero(payload, layout, 5, 37)
         want = quantize_fields(labels, features, layout, epoch_rng(9, 3 + k))
-        assert_array_equal(got, want)
+        assert_array_equal(unpack_stream(payload, layout, 5, 37), want)
+        assert_array_equal(np.concatenate(list(stream.iter_fields(k, max_samples=5))), want)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=str)
@@ -69,10 +72,12 @@ def test_quantize_epoch_matches_the_file(tmp_path, layout):
 
 def test_chunk_size_does_not_change_the_file(tmp_path, npy_source):
     layout = LAYOUTS[0]
-    for rows in (1, 7, None):
-        pack_source(npy_source, tmp_path / f"o{rows}.zsgd", layout, seed=4, chunk_rows=rows)
+    for rows in (1, 3, 7, None):  # chunks that end inside a beat, with a partial beat carried
+        pack_source(npy_source, tmp_path / f"o{rows}.zsgd", layout, seed=4, chunk_rows=rows,
+                    epochs=2)
     reference = (tmp_path / "oNone.zsgd").read_bytes()
     assert (tmp_path / "o1.zsgd").read_bytes() == reference
+    assert (tmp_path / "o3.zsgd").read_bytes() == reference
     assert (tmp_path / "o7.zsgd").read_bytes() == reference
 
 
@@ -98,7 +103,7 @@ def test_intercept_column(tmp_path, npy_source):
     header = pack_source(npy_source, tmp_path / "o.zsgd", layout, add_intercept=True)
     assert header.n_features == 6
     assert (header.offsets[-1], header.scales[-1]) == (0.0, 1.0)
-    fields = unpack_fields(StreamFile(tmp_path / "o.zsgd").epoch_payload(0), layout, 6)
+    fields = unpack_stream(StreamFile(tmp_path / "o.zsgd").epoch_payload(0), layout, 6, 37)
     decoded = decode_fields(fields, layout)
     one = 1 << decoded.feature_frac
     assert (decoded.first[:, -1] == one).all() and (decoded.second[:, -1] == one).all()

@@ -28,6 +28,7 @@ from zipsgd.host.perf import (
     EngineModel,
     Platform,
     _delayed_stalls,
+    encodings_for,
     epoch_cost,
     perf_table,
     predicted_cycles,
@@ -132,13 +133,17 @@ def test_bytes_and_padding_per_sample():
     assert layout.beats_per_sample(9) == 1            # label + 9 features fill one beat exactly
     assert layout.beats_per_sample(10) == 2           # one more field: a second, padded beat
     assert layout.beats_per_sample(64) == 7
-    assert layout.sample_bytes(64) == 56
+    assert layout.sample_bytes_v1(64) == 56
     assert 7 * 64 - 65 * 6 == 58                      # padding bits of a 64-feature sample
-    assert layout.stored_bits_per_value(64) == 7
+    assert layout.bits_per_value(64, 1) == 7          # one sample: v2 pads it as v1 does
+    # v2: 1000 samples back to back, 390000 bits -> 6094 beats, only the last one padded
+    assert layout.stream_beats(64, 1000) == 6094 and layout.stream_bytes(64, 1000) == 48752
+    assert layout.bits_per_value(64, 1000) == 6094 * 64 / 64000
     # raw32 at W = 64: two words per beat; 64 features + label = 65 words -> 33 beats.
     raw = StreamLayout.make("raw32", 32, 64)
     assert raw.beats_per_sample(64) == 33
-    assert raw.stored_bits_per_value(64) == 33 * 64 / 64
+    assert raw.bits_per_value(64, 1) == 33 * 64 / 64
+    assert raw.stream_beats(64, 1000) == 32500
     # W = 512: double2 (4-bit fields) puts 128 fields in a beat.
     assert StreamLayout(Encoding.DOUBLE, 2, 512).beats_per_sample(127) == 1
     assert StreamLayout(Encoding.DOUBLE, 2, 512).beats_per_sample(128) == 2
@@ -148,11 +153,11 @@ def test_epoch_cost_arithmetic():
     platform = Platform("test", bandwidth=100e6, clock_hz=10e6, bus_width=64)
     layout = StreamLayout(Encoding.DOUBLE, 4, 64)
     cost = epoch_cost(platform, EngineModel(64), 1000, 64, layout, 50, "exact")
-    assert cost["beats"] == 7000
-    assert cost["bytes"] == 56000
-    assert cost["memory_s"] == pytest.approx(56000 / 100e6)
+    assert cost["beats"] == 7000                        # what the v1 engine issues
+    assert cost["bytes"] == 48752                       # what memory moves: v2, back to back
+    assert cost["memory_s"] == pytest.approx(48752 / 100e6)
     assert cost["engine_s"] == pytest.approx(7000 / 10e6)
-    assert cost["bound"] == "engine"                    # 80 MB/s consumed < 100 MB/s supplied
+    assert cost["bound"] == "engine"                    # 70 MB/s consumed < 100 MB/s supplied
     # depth 42, epoch_fixed 26, 7 beats per sample
     stall = 19 * (42 + 7)                               # 20 batches, 19 boundaries
     overhead = 26 + (42 + 7) + 7
@@ -161,18 +166,30 @@ def test_epoch_cost_arithmetic():
     assert cost["engine_cycles"] == 7000 + stall + overhead
     assert cost["time_s"] == pytest.approx((7000 + stall + overhead) / 10e6)
     raw = epoch_cost(platform, None, 1000, 64, StreamLayout.make("raw32", 32, 64), 50, "exact")
-    assert raw["bytes"] == 1000 * 33 * 8
+    assert raw["bytes"] == 32500 * 8
     assert raw["bound"] == "engine"       # one W-bit beat per clock whatever the encoding
     assert raw["speedup_vs_raw32"] == 1.0
     assert raw["time_s"] == pytest.approx((33000 + 19 * 75 + 26 + 75 + 33) / 10e6)
     assert cost["speedup_vs_raw32"] == pytest.approx(raw["time_s"] / cost["time_s"])
-    # At 50 MB/s (below the engine's 80 MB/s) every encoding is memory bound.
+    # At 50 MB/s (below the engine's 70 MB/s) every encoding is memory bound.
     slow = Platform("slow", bandwidth=50e6, clock_hz=10e6, bus_width=64)
     cost = epoch_cost(slow, None, 1000, 64, layout, 50, "delayed")
     assert cost["bound"] == "memory"
     assert cost["update_stall_cycles"] == 0
     # fixed + drain + first flush pass + second pass (UPDATE_WINDOW + 1 = 16 > 7 slices)
-    assert cost["time_s"] == pytest.approx(56000 / 50e6 + (26 + 49 + 7 + 16) / 10e6)
+    assert cost["time_s"] == pytest.approx(48752 / 50e6 + (26 + 49 + 7 + 16) / 10e6)
+
+
+@pytest.mark.parametrize("n_features", [1, 11, 100, 1000])
+def test_bytes_per_epoch_are_v2(n_features):
+    """Memory moves samples back to back: bits per value within 1 % of field width x (n+1)/n
+    for a large epoch (K = 12800 amortises the last beat's padding at every W)."""
+    for platform in PLATFORMS.values():
+        for layout in encodings_for((1, 4, 8), platform.bus_width):
+            cost = epoch_cost(platform, None, 12800, n_features, layout, 16)
+            limit = layout.field_width * (n_features + 1) / n_features
+            assert cost["bytes"] == layout.stream_bytes(n_features, 12800)
+            assert limit <= cost["bits_per_value"] <= 1.01 * limit
 
 
 def test_engine_depth_by_bus_width():

@@ -93,7 +93,7 @@ def test_times_are_epochs_times_the_modeled_epoch(result):
             cost = epoch_cost(platform, None, 400, 12, layout, SCHEDULE.batch_size,
                               SCHEDULE.update_mode)
             assert row["epoch_s"] == cost["time_s"] and row["bytes_per_epoch"] == cost["bytes"]
-            assert row["bits_per_value"] == layout.stored_bits_per_value(12)
+            assert row["bits_per_value"] == layout.bits_per_value(12, 400)
         if row["epochs_to_target"] is None:
             assert row["time_to_target_s"] is None and row["speedup_vs_raw32"] is None
         else:
@@ -125,7 +125,8 @@ def test_field_layout_arithmetic():
     # 2b bits per field at b = 4, W = 64: 8 fields per beat; label + 100 features = 13 beats.
     layout = FieldLayout(Encoding.DOUBLE, 4, 64, 8)
     assert (layout.field_width, layout.fields_per_beat) == (8, 8)
-    assert layout.beats_per_sample(100) == 13 and layout.sample_bytes(100) == 104
+    assert layout.beats_per_sample(100) == 13 and layout.sample_bytes_v1(100) == 104
+    assert layout.stream_bytes(100, 10) == 127 * 8  # v2: 8080 bits back to back, 127 beats
     # At b = 2 the two layouts coincide (2b = b + 2).
     assert FieldLayout(Encoding.DOUBLE, 2, 64, 4).beats_per_sample(100) == \
         StreamLayout(Encoding.DOUBLE, 2, 64).beats_per_sample(100)

@@ -25,11 +25,11 @@ from zipsgd.host.train import (
     train_in_memory,
     train_stream_file,
 )
-from zipsgd.host.zsgd_file import StreamFile
+from zipsgd.host.zsgd_file import StreamFile, StreamHeader, write_stream
 from zipsgd.spec.engine import DECAY_FRAC, STEP_FRAC, UpdateMode
 from zipsgd.spec.errors import ConfigError, DatasetError
 from zipsgd.spec.fixed import RoundingMode
-from zipsgd.spec.stream import Encoding
+from zipsgd.spec.stream import Encoding, restream_v1, uniform_levels
 
 SPEC = "synthetic:8:300"
 #: alpha and batch of the backend comparisons (float SGD gets within 2x of the optimum in 6
@@ -312,8 +312,10 @@ def test_stream_file_cycles_through_stored_epochs(two_epoch_file):
     settings = replace(BASE, epochs=4)
     report = train_stream_file(two_epoch_file, settings)
     assert report["model_words"] == train_stream_file(two_epoch_file, settings)["model_words"]
+    # The current engine is fed v1 beats (one a sample here); the file holds them back to back.
     assert [r["bytes_streamed"] for r in report["epochs"]] == [300 * 8] * 4
-    assert report["bytes_streamed"] == 4 * two_epoch_file.header.epoch_bytes
+    assert report["bytes_streamed"] == 4 * 300 * 8
+    assert two_epoch_file.header.epoch_bytes == 254 * 8
 
     def replay(order):
         engine = None
@@ -323,7 +325,8 @@ def test_stream_file_cycles_through_stored_epochs(two_epoch_file):
                 engine = GoldenEngine(settings.engine_params(), config)
             else:
                 engine.configure(config)
-            engine.run_epoch(two_epoch_file.epoch_payload(index))
+            engine.run_epoch(restream_v1([two_epoch_file.epoch_payload(index)],
+                                         two_epoch_file.layout, 8, 300))
         return engine.model.tolist()
 
     assert report["model_words"] == replay([0, 1, 0, 1])  # epoch k reads (k - 1) mod 2
@@ -389,3 +392,16 @@ def test_stream_file_with_intercept_maps_back_like_in_memory(tmp_path):
     assert_allclose(from_file["model"]["coef"], in_memory["model"]["coef"], rtol=1e-12)
     assert from_file["model"]["intercept"] == pytest.approx(in_memory["model"]["intercept"],
                                                             rel=1e-12)
+
+
+def test_a_file_with_a_level_table_is_refused(two_epoch_file, tmp_path):
+    """The current engine and its model decode uniform levels only."""
+    header = two_epoch_file.header
+    path = tmp_path / "levels.zsgd"
+    with_table = StreamHeader(header.layout, header.n_features, header.n_samples, header.seed,
+                              header.scaling, header.offsets, header.scales,
+                              epoch_count=header.epoch_count,
+                              levels=uniform_levels(header.layout.bits, header.n_features))
+    write_stream(path, with_table, [two_epoch_file.epoch_payload(k) for k in range(2)])
+    with pytest.raises(ConfigError, match="level table: expected uniform levels"):
+        train_stream_file(StreamFile(path), replace(BASE, epochs=1))

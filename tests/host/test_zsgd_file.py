@@ -26,8 +26,15 @@ from zipsgd.host.zsgd_file import (
     with_epochs,
     write_stream,
 )
-from zipsgd.spec.errors import OutputExistsError, StreamFormatError
-from zipsgd.spec.stream import Encoding, StreamLayout, pack_fields
+from zipsgd.spec.errors import ConfigError, OutputExistsError, StreamFormatError
+from zipsgd.spec.stream import (
+    Encoding,
+    StreamLayout,
+    pack_beats_v1,
+    pack_stream,
+    uniform_levels,
+    unpack_stream,
+)
 
 FORMAT_DOC = (Path(__file__).resolve().parents[2] / "docs" / "FORMAT.md").read_text("utf-8")
 
@@ -39,7 +46,8 @@ def documented_layout() -> tuple[dict[str, tuple[int, str]], int]:
     codes = {1: "B", 2: "<H", 4: "<I", 8: "<Q"}
     fields = {name: (int(off), "8s" if name == "magic" else codes[int(size)])
               for off, size, name in rows}
-    (table,) = re.findall(r"^\| (\d+) \| 16 \(n\+1\) \| `scale_table` \|", FORMAT_DOC, flags=re.M)
+    (table,) = re.findall(r"^\| (\d+) \| 16 \(n\+1\) \| `scale_table` \|", FORMAT_DOC,
+                          flags=re.M)
     return fields, int(table)
 
 
@@ -55,25 +63,28 @@ def test_documented_layout_is_the_code_layout():
         assert struct.calcsize("<" + code) == struct.calcsize(OFFSETS[name][1]), name
         offset += struct.calcsize("<" + code)
     assert offset == FIXED_PART == FIXED_BYTES
-    assert re.search(rf"^\| {FIXED_PART} \+ 16 \(n\+1\) \| 4 \| `header_crc32` \|", FORMAT_DOC,
-                     flags=re.M)
+    assert re.search(rf"^\| {FIXED_PART} \+ 16 \(n\+1\) \| 2 \(n\+1\) \(2\^b\+1\), if `levels` = 1 "
+                     r"\| `level_table` \|", FORMAT_DOC, flags=re.M)
+    assert re.search(rf"^\| {FIXED_PART} \+ 16 \(n\+1\) \[\+ level table\] \| 4 \| "
+                     r"`header_crc32` \|", FORMAT_DOC, flags=re.M)
 
 
 def make_header(n_features=5, n_samples=7, epoch_count=3, layout=None, seed=1234,
-                intercept=False):
+                intercept=False, levels=None):
     layout = layout or StreamLayout(Encoding.DOUBLE, 3, 64)
     rng = np.random.default_rng(n_features)
     offsets, scales = rng.normal(size=n_features + 1), rng.uniform(0.5, 2, n_features + 1)
     if intercept:  # the intercept column is the constant 1: offset 0, scale 1
         offsets[-1], scales[-1] = 0.0, 1.0
     return StreamHeader(layout, n_features, n_samples, seed, Scaling.MINMAX, offsets, scales,
-                        epoch_first=5, epoch_count=epoch_count, intercept=intercept)
+                        epoch_first=5, epoch_count=epoch_count, intercept=intercept,
+                        levels=levels)
 
 
 def make_epochs(header: StreamHeader) -> list[np.ndarray]:
     rng = np.random.default_rng(header.seed)
     fw = header.layout.field_width
-    return [pack_fields(rng.integers(0, 1 << fw, (header.n_samples, header.n_features + 1),
+    return [pack_stream(rng.integers(0, 1 << fw, (header.n_samples, header.n_features + 1),
                                      dtype=np.uint64), header.layout)
             for _ in range(header.epoch_count)]
 
@@ -141,10 +152,10 @@ def test_round_trip_several_epochs(tmp_path, layout, n_features, intercept):
     np.testing.assert_array_equal(got.scales, header.scales)
     for k, payload in enumerate(epochs):
         np.testing.assert_array_equal(stream.epoch_payload(k), payload)
-        chunks = list(stream.iter_sample_chunks(k, max_samples=3))
-        assert [c.size for c in chunks] == [3 * header.sample_bytes] * 3 + \
-            [2 * header.sample_bytes]
-        np.testing.assert_array_equal(np.concatenate(chunks), payload)
+        blocks = list(stream.iter_fields(k, max_samples=3))
+        assert [b.shape for b in blocks] == [(3, n_features + 1)] * 3 + [(2, n_features + 1)]
+        np.testing.assert_array_equal(np.concatenate(blocks),
+                                      unpack_stream(payload, layout, n_features, 11))
     with pytest.raises(IndexError):
         stream.epoch_payload(4)
     assert stream.payload_crc32 == zlib.crc32(b"".join(p.tobytes() for p in epochs))
@@ -165,9 +176,9 @@ def test_header_is_exactly_documented_size_and_layout(tmp_path, n_features):
     assert {name: field(data, name) for name in OFFSETS} == {
         "magic": MAGIC, "version": VERSION, "header_bytes": size, "encoding": int(layout.encoding),
         "bits": layout.bits, "bus_width": layout.bus_width, "label_format": 0,
-        "scaling": int(Scaling.MINMAX), "flags": 0, "n_features": n_features, "n_samples": 2,
-        "epoch_first": 5, "epoch_count": 2, "seed": header.seed,
-        "beats_per_sample": layout.beats_per_sample(n_features),
+        "scaling": int(Scaling.MINMAX), "levels": 0, "flags": 0, "n_features": n_features,
+        "n_samples": 2, "epoch_first": 5, "epoch_count": 2, "seed": header.seed,
+        "beats_per_epoch": -(-2 * (n_features + 1) * layout.field_width // layout.bus_width),
         "payload_bytes": len(payload), "payload_crc32": zlib.crc32(payload)}
     table = np.frombuffer(data[FIXED_PART:size - 4], dtype="<f8").reshape(-1, 2)
     np.testing.assert_array_equal(table[:, 0], header.offsets)
@@ -194,8 +205,40 @@ def test_bad_magic(good, tmp_path):
 
 def test_wrong_version(good, tmp_path):
     path, _, _ = good
-    data = patched(path.read_bytes(), version=2)
-    expect_error(write_bytes(tmp_path, data), "version", "expected 1", "found 2")
+    data = patched(path.read_bytes(), version=3)
+    message = expect_error(write_bytes(tmp_path, data), "unsupported .zsgd version",
+                           "expected version 2", "found version 3", "re-pack", "zipsgd quantize")
+    assert "\n" not in message
+
+
+#: The version 1 header (every sample on new beats), as the version 1 writer wrote it.
+_V1_FIXED = struct.Struct("<8sHIBBHBBIIQIIQIQI")
+
+
+def write_v1_file(path, layout: StreamLayout, fields: np.ndarray) -> None:
+    n_samples, n_fields = fields.shape
+    payload = pack_beats_v1(fields, layout).tobytes()
+    header_bytes = _V1_FIXED.size + 16 * n_fields + 4
+    fixed = _V1_FIXED.pack(MAGIC, 1, header_bytes, int(layout.encoding), layout.bits,
+                           layout.bus_width, 0, 0, 0, n_fields - 1, n_samples, 0, 1, 0,
+                           layout.beats_per_sample(n_fields - 1), len(payload),
+                           zlib.crc32(payload))
+    body = fixed + np.column_stack([np.zeros(n_fields), np.ones(n_fields)]).astype(
+        "<f8").tobytes()
+    path.write_bytes(body + struct.pack("<I", zlib.crc32(body)) + payload)
+
+
+@pytest.mark.parametrize("n_features", [1, 3, 40])
+def test_a_version_1_file_is_refused_with_advice(tmp_path, n_features):
+    """A real version 1 file (short ones too: smaller than a version 2 fixed header)."""
+    layout = StreamLayout(Encoding.DOUBLE, 2, 64)
+    fields = np.random.default_rng(n_features).integers(0, 16, (3, n_features + 1),
+                                                        dtype=np.uint64)
+    path = tmp_path / "old.zsgd"
+    write_v1_file(path, layout, fields)
+    message = expect_error(path, "unsupported .zsgd version", "expected version 2",
+                           "found version 1", "re-pack the data with `zipsgd quantize`")
+    assert "\n" not in message
 
 
 def test_header_crc_mismatch(good, tmp_path):
@@ -281,8 +324,9 @@ def test_absurd_sample_and_epoch_counts(good, tmp_path):
     # the largest allowed sample count with a consistent payload size: the size check refuses
     # it (expected vs found file size) without mapping anything
     n = 2**40
-    payload = n * header.sample_bytes * header.epoch_count
-    bad = patched(data, n_samples=n, payload_bytes=payload)
+    payload = header.layout.stream_bytes(header.n_features, n) * header.epoch_count
+    bad = patched(data, n_samples=n, payload_bytes=payload,
+                  beats_per_epoch=header.layout.stream_beats(header.n_features, n))
     expect_error(write_bytes(tmp_path, bad), "truncated",
                  f"expected {header.header_bytes + payload}", f"found {len(data)}")
 
@@ -290,9 +334,9 @@ def test_absurd_sample_and_epoch_counts(good, tmp_path):
 def test_inconsistent_beats_and_payload_size(good, tmp_path):
     path, header, _ = good
     data = path.read_bytes()
-    beats = header.beats_per_sample
-    expect_error(write_bytes(tmp_path, patched(data, beats_per_sample=beats + 1)),
-                 "beats per sample", f"expected {beats}", f"found {beats + 1}")
+    beats = header.beats_per_epoch
+    expect_error(write_bytes(tmp_path, patched(data, beats_per_epoch=beats + 1)),
+                 "beats per epoch", f"expected {beats}", f"found {beats + 1}")
     expect_error(write_bytes(tmp_path, patched(data, payload_bytes=header.payload_bytes - 8)),
                  "payload size", f"expected {header.payload_bytes}",
                  f"found {header.payload_bytes - 8}")
@@ -360,13 +404,14 @@ def _rewrite(path, offset: int, data: bytes) -> None:
 def test_a_file_changed_after_it_was_verified_is_refused(good, change, monkeypatch):
     """What a run reads is exactly what was verified: every chunk is checked again."""
     path, header, epochs = good
-    monkeypatch.setattr(zsgd_file, "CHUNK_BYTES", header.sample_bytes)  # a chunk per sample
+    beat = header.layout.beat_bytes
+    monkeypatch.setattr(zsgd_file, "CHUNK_BYTES", beat)  # a chunk per beat
     stream = StreamFile(path)
     chunks = stream.iter_epoch_chunks(1)
-    np.testing.assert_array_equal(next(chunks), epochs[1][:header.sample_bytes])
+    np.testing.assert_array_equal(next(chunks), epochs[1][:beat])
     end = header.header_bytes + 2 * header.epoch_bytes
     if change == "overwrite":
-        _rewrite(path, end - header.sample_bytes, bytes(header.sample_bytes))
+        _rewrite(path, end - beat, b"\xff" * beat)
         with pytest.raises(StreamFormatError, match="changed after it was opened and verified"):
             list(chunks)
     else:
@@ -427,3 +472,111 @@ def test_failing_forced_rewrite_keeps_old_file(good, tmp_path):
         write_stream(path, header, chunks(), force=True)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+# -- chunks of whole beats, samples across them ------------------------------------------
+
+@pytest.mark.parametrize("chunk_beats", [1, 2, 5])
+def test_samples_split_between_chunks_come_whole(good, monkeypatch, chunk_beats):
+    """Chunks are whole beats (each with its CRC); a sample across two comes back whole."""
+    path, header, epochs = good
+    monkeypatch.setattr(zsgd_file, "CHUNK_BYTES", chunk_beats * header.layout.beat_bytes)
+    stream = StreamFile(path)
+    for k, payload in enumerate(epochs):
+        chunks = list(stream.iter_epoch_chunks(k))
+        assert all(c.size % header.layout.beat_bytes == 0 for c in chunks)
+        assert len(chunks) == -(-header.beats_per_epoch // chunk_beats)
+        blocks = list(stream.iter_fields(k, max_samples=2))
+        np.testing.assert_array_equal(np.concatenate(blocks), unpack_stream(
+            payload, header.layout, header.n_features, header.n_samples))
+
+
+# -- level tables ---------------------------------------------------------------------------
+
+def _random_levels(rng, layout: StreamLayout, n_features: int) -> np.ndarray:
+    size = layout.levels + 1
+    rows = [np.concatenate([[-256], np.sort(rng.choice(np.arange(-255, 256), size - 2,
+                                                       replace=False)), [256]])
+            for _ in range(n_features + 1)]
+    return np.array(rows, dtype=np.int16)
+
+
+@pytest.mark.parametrize("layout", [StreamLayout(Encoding.DOUBLE, 3, 64),
+                                    StreamLayout(Encoding.SINGLE, 8, 512),
+                                    StreamLayout(Encoding.DOUBLE, 1, 128)],
+                         ids=["double3", "single8", "double1"])
+def test_level_table_round_trip(tmp_path, layout):
+    rng = np.random.default_rng(layout.bits)
+    levels = _random_levels(rng, layout, 4)
+    header = make_header(n_features=4, layout=layout, levels=levels)
+    epochs = make_epochs(header)
+    path = tmp_path / "levels.zsgd"
+    write_stream(path, header, epochs)
+    data = path.read_bytes()
+    assert field(data, "levels") == 1
+    table_at = FIXED_PART + 16 * 5
+    assert header.header_bytes == table_at + 2 * 5 * (layout.levels + 1) + 4
+    np.testing.assert_array_equal(
+        np.frombuffer(data[table_at:header.header_bytes - 4], "<i2").reshape(5, -1), levels)
+    stream = StreamFile(path)
+    np.testing.assert_array_equal(stream.header.levels, levels)
+    assert stream.header.levels.dtype == np.int16
+    np.testing.assert_array_equal(stream.epoch_payload(2), epochs[2])
+    uniform = make_header(n_features=4, layout=layout, levels=uniform_levels(layout.bits, 4))
+    write_stream(tmp_path / "uniform.zsgd", uniform, epochs)
+    np.testing.assert_array_equal(StreamFile(tmp_path / "uniform.zsgd").header.levels,
+                                  uniform_levels(layout.bits, 4))
+
+
+def _bad_tables():
+    base = uniform_levels(3, 2).astype(np.int64)
+    cases = []
+    for row, entry, value, words in ((0, 0, -255, "first entry -256"),
+                                     (2, 8, 255, "last entry 256"),
+                                     (1, 4, 300, "entries in -256..256"),
+                                     (2, 3, -128, "strictly increasing"),
+                                     (1, 5, -10, "strictly increasing")):
+        table = base.copy()
+        table[row, entry] = value
+        name = "label" if row == 0 else f"feature {row}"
+        cases.append((table, f"level table row {row} ({name}), entry {entry}", words))
+    return cases
+
+
+@pytest.mark.parametrize("table, where, rule", _bad_tables(),
+                         ids=["first", "last", "range", "equal", "decreasing"])
+def test_a_bad_level_table_is_refused_on_write_and_read(tmp_path, table, where, rule):
+    layout = StreamLayout(Encoding.DOUBLE, 3, 64)
+    with pytest.raises(ConfigError) as info:
+        make_header(n_features=2, layout=layout, levels=table)
+    assert where in str(info.value) and rule in str(info.value)
+    # The same table in a file (header CRC consistent): the reader names it too.
+    good = make_header(n_features=2, layout=layout, levels=uniform_levels(3, 2))
+    path = tmp_path / "table.zsgd"
+    write_stream(path, good, make_epochs(good))
+    data = bytearray(path.read_bytes())
+    table_at = FIXED_PART + 16 * 3
+    data[table_at:good.header_bytes - 4] = table.astype("<i2").tobytes()
+    end = good.header_bytes - 4
+    struct.pack_into("<I", data, end, zlib.crc32(bytes(data[:end])))
+    expect_error(write_bytes(tmp_path, bytes(data)), where, rule)
+
+
+def test_level_table_shape_and_encoding_are_checked(tmp_path):
+    with pytest.raises(ConfigError, match="raw32"):
+        make_header(layout=StreamLayout(Encoding.RAW32, 32, 64),
+                    levels=np.zeros((6, 2), np.int16))
+    with pytest.raises(ConfigError, match=r"expected shape \(6, 9\)"):
+        make_header(levels=uniform_levels(4, 5))  # b = 3 layout: 9 levels a row
+    header = make_header(epoch_count=1)
+    path = tmp_path / "raw.zsgd"
+    raw = make_header(epoch_count=1, layout=StreamLayout(Encoding.RAW32, 32, 64))
+    write_stream(path, raw, make_epochs(raw))
+    expect_error(write_bytes(tmp_path, patched(path.read_bytes(), levels=1)), "levels",
+                 "raw32")
+    write_stream(tmp_path / "h.zsgd", header, make_epochs(header))
+    expect_error(write_bytes(tmp_path, patched((tmp_path / "h.zsgd").read_bytes(), levels=2)),
+                 "levels", "found 2")
+    # levels = 1 without the table's bytes: the header size no longer matches
+    expect_error(write_bytes(tmp_path, patched((tmp_path / "h.zsgd").read_bytes(), levels=1)),
+                 "header size", "level table", f"found {header.header_bytes}")

@@ -1,6 +1,6 @@
 """``hw.decoder.FieldDecoder`` against the stream spec, bit for bit.
 
-The reference for a beat is :func:`~zipsgd.spec.stream.unpack_fields` of the beat as a one-beat
+The reference for a beat is :func:`~zipsgd.spec.stream.unpack_beats_v1` of the beat as a one-beat
 sample, then :func:`~zipsgd.spec.stream.decode_fields` (lane ``i`` = field ``i``; the label from
 field 0).  Every setting (encoding x bits) is checked on random beats and on named edge beats
 (all zeros/ones, alternating bits, fields across 64-bit word boundaries, per-lane distinct
@@ -19,7 +19,7 @@ from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
 
 from zipsgd.hw.decoder import QUANT_SETTINGS, FieldDecoder, level_value
-from zipsgd.spec.stream import Encoding, StreamLayout, decode_fields, pack_fields, unpack_fields
+from zipsgd.spec.stream import Encoding, StreamLayout, decode_fields, pack_beats_v1, unpack_beats_v1
 
 RAW_EDGE_WORDS = [0x7FFF_FFFF, 0x8000_0000, 0x4000_0000, 0x4000_0001, 0x3FFF_FFFF, 0xC000_0000,
                   0xBFFF_FFFF, 0xC000_0001, 0xFFFF_FFFF, 0x0000_0001, 0x0000_0000]
@@ -35,7 +35,7 @@ def ref_decode(beat: int, layout: StreamLayout):
     """The spec's decode of one beat: (fields_per_beat, valid mask, first, second, label)."""
     per_beat = layout.fields_per_beat
     payload = np.frombuffer(beat.to_bytes(layout.beat_bytes, "little"), dtype=np.uint8)
-    fields = unpack_fields(payload, layout, per_beat - 1)  # the beat as one whole sample
+    fields = unpack_beats_v1(payload, layout, per_beat - 1)  # the beat as one whole sample
     # A dummy label column in front makes decode_fields return field 0 as a feature too.
     lanes = decode_fields(np.hstack([np.zeros((1, 1), np.uint64), fields]), layout)
     label = int(decode_fields(fields, layout).label[0])
@@ -63,7 +63,7 @@ def edge_beats(layout: StreamLayout) -> dict[str, int]:
     distinct = np.arange(per_beat, dtype=np.uint64) % np.uint64(1 << min(fw, 32))
     for name, fields in (("lane index", distinct), ("lane index reversed", distinct[::-1]),
                          ("lane index inverted", np.uint64((1 << fw) - 1) - distinct)):
-        packed = pack_fields(fields.reshape(1, -1), layout)
+        packed = pack_beats_v1(fields.reshape(1, -1), layout)
         beats[name] = int.from_bytes(packed.tobytes(), "little")
     if layout.encoding is Encoding.RAW32:
         slots = width // 32

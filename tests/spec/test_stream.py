@@ -25,9 +25,9 @@ from zipsgd.spec.stream import (
     StreamLayout,
     check_n_features,
     decode_fields,
-    pack_fields,
-    padding_is_zero,
-    unpack_fields,
+    pack_beats_v1,
+    padding_is_zero_v1,
+    unpack_beats_v1,
 )
 
 LAYOUTS = ([(Encoding.DOUBLE, b) for b in range(1, 9)] + [(Encoding.SINGLE, b) for b in range(1, 9)]
@@ -69,30 +69,30 @@ def test_pack_unpack_round_trip(encoding, bits, width, n):
     assert layout.field_width == fw and layout.fields_per_beat == per_beat
     beats = -(-(n + 1) // per_beat)
     assert layout.beats_per_sample(n) == beats
-    assert layout.sample_bytes(n) == beats * width // 8
+    assert layout.sample_bytes_v1(n) == beats * width // 8
     rng = np.random.default_rng([int(encoding), bits, width, n])
     n_samples = 3
     fields = rng.integers(0, 1 << fw, size=(n_samples, n + 1), dtype=np.uint64)
     fields[0, :] = (1 << fw) - 1  # all ones: catches bits leaking into padding or neighbours
-    payload = pack_fields(fields, layout)
+    payload = pack_beats_v1(fields, layout)
     assert payload.dtype == np.uint8
     assert payload.shape == (n_samples * beats * width // 8,)
     assert payload.tobytes() == ref_pack(fields, fw, width)
-    np.testing.assert_array_equal(unpack_fields(payload, layout, n), fields)
-    np.testing.assert_array_equal(unpack_fields(payload.tobytes(), layout, n), fields)
-    assert padding_is_zero(payload, layout, n)
+    np.testing.assert_array_equal(unpack_beats_v1(payload, layout, n), fields)
+    np.testing.assert_array_equal(unpack_beats_v1(payload.tobytes(), layout, n), fields)
+    assert padding_is_zero_v1(payload, layout, n)
 
 
 @pytest.mark.parametrize("encoding, bits", LAYOUTS, ids=LAYOUT_IDS)
 def test_padding_bits_are_zero_and_checked(encoding, bits):
     """Every bit outside a field is zero after packing; setting any one of them is detected by
-    padding_is_zero and ignored by unpack_fields."""
+    padding_is_zero_v1 and ignored by unpack_beats_v1."""
     width = 128
     layout = StreamLayout(encoding, bits, width)
     fw, per_beat = layout.field_width, layout.fields_per_beat
     n = per_beat + 1  # second beat is mostly padding (fields 0..1 used)
     fields = np.full((1, n + 1), (1 << fw) - 1, dtype=np.uint64)
-    payload = pack_fields(fields, layout)
+    payload = pack_beats_v1(fields, layout)
     beats = [int.from_bytes(payload[k * 16:(k + 1) * 16].tobytes(), "little") for k in range(2)]
     used = [per_beat * fw, (n + 1 - per_beat) * fw]
     for beat, bits_used in zip(beats, used, strict=True):
@@ -101,8 +101,8 @@ def test_padding_bits_are_zero_and_checked(encoding, bits):
         for bit in range(bits_used, width):
             corrupt = payload.copy()
             corrupt[k * 16 + bit // 8] |= np.uint8(1 << (bit % 8))
-            assert not padding_is_zero(corrupt, layout, n)
-            np.testing.assert_array_equal(unpack_fields(corrupt, layout, n), fields)
+            assert not padding_is_zero_v1(corrupt, layout, n)
+            np.testing.assert_array_equal(unpack_beats_v1(corrupt, layout, n), fields)
 
 
 def test_hand_worked_beat_double4_w64():
@@ -118,10 +118,10 @@ def test_hand_worked_beat_double4_w64():
     """
     layout = StreamLayout(Encoding.DOUBLE, 4, 64)
     fields = np.array([[25, 32, 63, 5]], dtype=np.uint64)
-    payload = pack_fields(fields, layout)
+    payload = pack_beats_v1(fields, layout)
     assert payload.tobytes() == bytes([0x19, 0xF8, 0x17, 0, 0, 0, 0, 0])
     assert 25 | 32 << 6 | 63 << 12 | 5 << 18 == 0x17F819
-    decoded = decode_fields(unpack_fields(payload, layout, 3), layout)
+    decoded = decode_fields(unpack_beats_v1(payload, layout, 3), layout)
     # F = (2*(i+s) - 16) << 4 with 8 fraction bits:
     #   label: levels 10 and 9 -> F1 = 64 (0.25), F2 = 32 (0.125); Y = 96 / 2**9 = 0.1875
     #   f1: levels 0 and 1 -> -256 (-1.0), -224 (-0.875); f2: 16, 16 -> 256, 256 (+1.0);
@@ -138,7 +138,7 @@ def test_hand_worked_spill_across_64bit_words():
     layout = StreamLayout(Encoding.DOUBLE, 8, 128)
     fields = np.zeros((1, 12), dtype=np.uint64)  # 12 fields per beat: bits 0..119
     fields[0, 6] = 0b11_0101_1011
-    payload = pack_fields(fields, layout).tobytes()
+    payload = pack_beats_v1(fields, layout).tobytes()
     assert int.from_bytes(payload, "little") == 0b11_0101_1011 << 60
     assert payload[7] == 0xB0 and payload[8] == 0x35 and len(payload) == 16
 
@@ -194,8 +194,8 @@ def test_decode_raw32_clamps():
     np.testing.assert_array_equal(decoded.second, decoded.first)
     assert (decoded.label_frac, decoded.feature_frac) == (RAW_LABEL_FRAC, RAW_FEATURE_FRAC)
     # and through a packed stream
-    payload = pack_fields(fields, layout)
-    again = decode_fields(unpack_fields(payload, layout, 2), layout)
+    payload = pack_beats_v1(fields, layout)
+    again = decode_fields(unpack_beats_v1(payload, layout, 2), layout)
     np.testing.assert_array_equal(again.first, decoded.first)
 
 
@@ -228,11 +228,11 @@ def test_layout_parameters_and_errors():
 def test_pack_unpack_reject_bad_shapes():
     layout = StreamLayout(Encoding.DOUBLE, 2, 64)  # 4-bit fields
     with pytest.raises(ValueError, match="fit in 4 bits"):
-        pack_fields(np.array([[0, 16]], dtype=np.uint64), layout)
+        pack_beats_v1(np.array([[0, 16]], dtype=np.uint64), layout)
     with pytest.raises(ValueError):
-        pack_fields(np.array([1, 2, 3], dtype=np.uint64), layout)
+        pack_beats_v1(np.array([1, 2, 3], dtype=np.uint64), layout)
     with pytest.raises(ValueError, match="whole number"):
-        unpack_fields(np.zeros(12, dtype=np.uint8), layout, 3)
+        unpack_beats_v1(np.zeros(12, dtype=np.uint8), layout, 3)
 
 
 def _walk_slices(n_features: int, per_beat: int, lanes: int) -> list[tuple[int, int]]:

@@ -1,6 +1,8 @@
 """The bit-exact model of the streaming SGD engine.
 
-It reads the same packed stream the hardware reads (:mod:`zipsgd.spec.stream`) and performs
+It reads the same packed beats the hardware reads (the v1 beat layout of
+:mod:`zipsgd.spec.stream`; the level-table codebooks of stream format v2 are for the next
+engine, and are refused by the training driver) and performs
 exactly the steps of ``docs/ENGINE.md`` with the widths of :mod:`zipsgd.spec.engine`.  The
 hardware is verified against it with exact equality of the model words and status counters.
 
@@ -30,7 +32,7 @@ from ..spec.engine import (
 from ..spec.errors import ConfigError
 from ..spec.fixed import RAND_BITS, align, saturate, shift_right
 from ..spec.rng import XorshiftBank
-from ..spec.stream import Encoding, decode_fields, unpack_fields
+from ..spec.stream import Encoding, decode_fields, unpack_beats_v1
 
 __all__ = ["GoldenEngine"]
 
@@ -177,8 +179,10 @@ class GoldenEngine:
     # -- an epoch -------------------------------------------------------------------------
 
     def run_epoch(self, payload, decode_bytes: int = DECODE_BYTES) -> EpochStatus:
-        """Train on one packed epoch: a uint8 array or bytes of whole samples, or an iterable
-        of such chunks (read from a file as they are used).
+        """Train on one packed epoch in the v1 beat layout this engine reads
+        (:func:`~zipsgd.spec.stream.pack_beats_v1`; a v2 stream goes through
+        :func:`~zipsgd.spec.stream.restream_v1`): a uint8 array or bytes of whole samples, or
+        an iterable of such chunks (converted or read as they are used).
 
         Mini-batch ``t`` holds samples ``[t*B, (t+1)*B)`` of the epoch (the last may be shorter).
         With ``UpdateMode.EXACT`` its dot products use the model after batches ``0..t-1``; with
@@ -189,7 +193,7 @@ class GoldenEngine:
         """
         cfg = self.config
         layout = cfg.layout(self.params.bus_width)
-        sample_bytes = layout.sample_bytes(cfg.n_features)
+        sample_bytes = layout.sample_bytes_v1(cfg.n_features)
         chunks = [payload] if isinstance(payload, (bytes, bytearray, memoryview, np.ndarray)) \
             else payload
         step = max(1, decode_bytes // (_DECODED_BYTES_PER_VALUE * (cfg.n_features + 1)))
@@ -207,8 +211,8 @@ class GoldenEngine:
             n_samples += count
             for start in range(0, count, step):
                 stop = min(start + step, count)
-                fields = unpack_fields(raw[start * sample_bytes:stop * sample_bytes], layout,
-                                       cfg.n_features)
+                fields = unpack_beats_v1(raw[start * sample_bytes:stop * sample_bytes],
+                                         layout, cfg.n_features)
                 decoded = decode_fields(fields, layout)
                 b0 = 0
                 while b0 < stop - start:

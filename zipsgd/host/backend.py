@@ -63,8 +63,9 @@ class GoldenBackend(Backend):
 
 
 class EpochJob:
-    """One epoch for an engine backend: the register settings, the packed payload, the
-    samples in it, and whether to (re)write the seed register before it."""
+    """One epoch for an engine backend: the register settings, the payload in the v1 beat
+    layout the current engine reads (:func:`~zipsgd.spec.stream.pack_beats_v1`), the samples
+    in it, and whether to (re)write the seed register before it."""
 
     def __init__(self, config: RunConfig, payload: np.ndarray, samples: int,
                  write_seed: bool = False):

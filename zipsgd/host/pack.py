@@ -3,8 +3,9 @@
 Pass 1 reads the source once for the column statistics (skipped for in-memory sources) and
 fixes the scale table; then, for every epoch ``k`` stored, a pass re-reads the source chunk by
 chunk, scales it, quantizes it with :func:`~zipsgd.host.quantize.epoch_rng` ``(seed,
-epoch_first + k)`` -- fresh randomness per epoch, the paper's *refetching* -- packs it with
-:func:`~zipsgd.spec.stream.pack_fields` and appends it to the file.  Memory stays bounded by a
+epoch_first + k)`` -- fresh randomness per epoch, the paper's *refetching* -- packs it back to
+back (stream format v2, :class:`~zipsgd.spec.stream.StreamPacker`, which carries the partial
+last beat of a chunk into the next) and appends it to the file.  Memory stays bounded by a
 chunk, whatever the size of the source; the file appears (atomically) only when complete.
 
 Because the quantizer's generator is consumed sample by sample in stream order, the payload
@@ -21,7 +22,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..spec.errors import ConfigError, DatasetError
-from ..spec.stream import StreamLayout, check_n_features, pack_fields
+from ..spec.stream import StreamLayout, StreamPacker, check_n_features, pack_stream
 from .datasets import DataSource
 from .output import check_output
 from .quantize import epoch_rng, quantize_fields
@@ -55,11 +56,11 @@ def quantize_epoch(labels_scaled, features_scaled, layout: StreamLayout, seed: i
 
     Returns
     -------
-    uint8 array: the packed stream, ``n * layout.sample_bytes(n_features)`` bytes, identical
-    to the payload of epoch ``epoch`` of a file packed from the same data with ``seed``.
+    uint8 array: the v2 stream, ``layout.stream_bytes(n_features, n)`` bytes, identical to
+    the payload of epoch ``epoch`` of a file packed from the same data with ``seed``.
     """
     fields = quantize_fields(labels_scaled, features_scaled, layout, epoch_rng(seed, epoch))
-    return pack_fields(fields, layout)
+    return pack_stream(fields, layout)
 
 
 def _check_range(name: str, value, low: int, high: int) -> int:
@@ -147,12 +148,14 @@ def pack_source(source: DataSource, out_path, layout: StreamLayout, *, seed: int
           _progress_bar(progress, stats.count * epochs, "quantize") as bar):
         for k in range(epochs):
             rng = epoch_rng(seed, epoch_first + k)
+            packer = StreamPacker(layout, header.n_features)
             written = 0
             for labels, features in source.iter_chunks(chunk_rows):
                 fields = quantize_fields(*scaler.transform(labels, features), layout, rng)
-                writer.write(pack_fields(fields, layout))
+                writer.write(packer.pack(fields))
                 written += labels.shape[0]
                 bar.update(labels.shape[0])
+            writer.write(packer.finish())
             if written != stats.count:
                 raise DatasetError(f"{source.name}: expected {stats.count} samples as in the "
                                    f"statistics pass, found {written} (did the input change?)")

@@ -1,11 +1,12 @@
 """Memory-bandwidth performance model: how long one epoch takes on a given platform.
 
-The engine issues one slice per clock (one AXI4-Stream beat when the beat's fields fit its
-lanes, ``StreamLayout.slices_per_sample``); an epoch is bounded either by how fast memory
-delivers the packed samples or by the engine's clock, plus the cycles the engine spends at
-batch boundaries and at the end of the epoch. The model is::
+Memory moves the epoch in stream format v2 (samples back to back, ``StreamLayout.stream_bytes``);
+the engine issues one slice per clock (one v1 beat when the beat's fields fit its lanes,
+``StreamLayout.slices_per_sample``: the cycles of the current engine); an epoch is bounded
+either by how fast memory delivers the packed samples or by the engine's clock, plus the
+cycles the engine spends at batch boundaries and at the end of the epoch. The model is::
 
-    bytes          = n_samples * beats_per_sample * W / 8           (padding included)
+    bytes          = ceil(n_samples * (n_features + 1) * field_width / W) * W / 8
     memory time    = bytes / bandwidth
     engine time    = n_samples * slices_per_sample / f_clk
     boundary cost  = (update stalls + epoch overhead) / f_clk
@@ -245,11 +246,11 @@ def _cost(platform: Platform, engine: EngineModel, n_samples: int, n_features: i
     bps = layout.beats_per_sample(n_features)
     cyc = engine.cycles(n_samples, bps, batch, update_mode,
                         layout.slices_per_sample(n_features, engine.lanes))
-    n_bytes = n_samples * layout.sample_bytes(n_features)
+    n_bytes = layout.stream_bytes(n_features, n_samples)
     memory_s = n_bytes / platform.bandwidth
     engine_s = cyc["issues"] / platform.clock_hz
     boundary_s = (cyc["update_stall"] + cyc["epoch_overhead"]) / platform.clock_hz
-    return {"layout": str(layout), "bits_per_value": layout.stored_bits_per_value(n_features),
+    return {"layout": str(layout), "bits_per_value": layout.bits_per_value(n_features, n_samples),
             "beats_per_sample": bps, "bytes": n_bytes, "beats": cyc["beats"],
             "issue_cycles": cyc["issues"],
             "engine_cycles": cyc["cycles"], "update_stall_cycles": cyc["update_stall"],

@@ -209,7 +209,7 @@ def run_demo(out="build/demo", epochs: int = 5, spec: str = "synthetic:100") -> 
     header = pack_source(open_source(spec), stream_path, base.layout(), epochs=1, force=True)
     print(f"packed {stream_path}: {header.n_samples} samples x {header.n_features} features, "
           f"{base.layout()}, {header.payload_bytes} payload bytes "
-          f"({header.layout.stored_bits_per_value(header.n_features):.2f} bits per value)")
+          f"({header.bits_per_value:.2f} bits per value)")
     data = load_scaled(spec)
     print("building the engine (Verilator; cached after the first run) and simulating "
           f"{epochs} epochs ...", flush=True)

@@ -45,7 +45,7 @@ from ..spec.errors import ConfigError, DatasetError
 from ..spec.fixed import RoundingMode
 from ..spec.link import DEFAULT_BAUD
 from ..spec.registers import epoch_status
-from ..spec.stream import Encoding, StreamLayout, pack_fields
+from ..spec.stream import Encoding, StreamLayout, pack_beats_v1, restream_v1
 from .backend import EpochJob, get_backend
 from .datasets import open_source
 from .quantize import epoch_rng, quantize_fields
@@ -300,10 +300,10 @@ def train_in_memory(data: ScaledData, settings: TrainSettings, progress=None) ->
                 progress(epoch, record)
         return _finish(report, model, data.inverse_model, None)
 
-    def payload_for(epoch):
+    def payload_for(epoch):  # the fields go straight into the v1 engine's beats
         fields = quantize_fields(data.labels, data.features, layout,
                                  epoch_rng(settings.seed, epoch - 1))
-        return pack_fields(fields, layout)
+        return pack_beats_v1(fields, layout)
 
     engine = _engine_epochs(report, settings, n_features, n_samples, payload_for,
                             data.label_scale, exact_loss, progress)
@@ -314,7 +314,9 @@ def train_in_memory(data: ScaledData, settings: TrainSettings, progress=None) ->
 def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: int,
                    payload_for, label_scale: float, exact_loss, progress) -> GoldenEngine:
     """Run the golden model (and, for ``verilator``, the simulated engine, checked against it
-    epoch by epoch); append the epoch records to ``report``; return the golden engine."""
+    epoch by epoch); append the epoch records to ``report``; return the golden engine.
+    ``payload_for(epoch)`` gives the epoch in the v1 beats the current engine reads (an array
+    or an iterable of chunks)."""
     layout = settings.layout()
     params = settings.engine_params()
     backend = get_backend(settings.backend)
@@ -409,14 +411,18 @@ def train_stream_file(stream: StreamFile, settings: TrainSettings, progress=None
         raise ConfigError(f"a .zsgd file trains on the golden model or an engine backend (not "
                           f"float SGD, which needs the unquantized data), found "
                           f"{settings.backend!r}")
+    if header.levels is not None:
+        raise ConfigError(f"{stream.path} carries a level table: expected uniform levels (the "
+                          "current engine and its model decode uniform levels only)")
     layout = header.layout
     settings = TrainSettings(**{**asdict(settings), "encoding": layout.encoding.name.lower(),
                                 "bits": layout.bits, "bus_width": layout.bus_width})
     engine_run_config(settings, header.n_features, 1)  # the registers, before any work
     report = _report_base(str(stream.path), settings, header.n_samples, header.n_features)
 
-    def payload_for(epoch):  # read and checked chunk by chunk as the golden model goes
-        return stream.iter_epoch_chunks((epoch - 1) % header.epoch_count)
+    def payload_for(epoch):  # read, checked and converted chunk by chunk as the model goes
+        return restream_v1(stream.iter_epoch_chunks((epoch - 1) % header.epoch_count), layout,
+                           header.n_features, header.n_samples)
 
     engine = _engine_epochs(report, settings, header.n_features, header.n_samples, payload_for,
                             float(header.scales[0]), None, progress)

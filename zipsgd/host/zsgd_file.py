@@ -1,12 +1,15 @@
 """The ``.zsgd`` file: a versioned, CRC-protected container for packed sample streams.
 
 The header's fixed part is :data:`HEADER_FIELDS` (all integers little-endian), followed by the
-scale table (``(offset, scale)`` float64 pairs, label first) and a CRC-32 of everything before
-it; ``docs/FORMAT.md`` is generated from these definitions and has a worked example.
+scale table (``(offset, scale)`` float64 pairs, label first), the level table if the header's
+``levels`` is 1 (``(n_features + 1) x (2**b + 1)`` int16 words, label row first, checked by
+:func:`~zipsgd.spec.stream.check_levels`) and a CRC-32 of everything before it;
+``docs/FORMAT.md`` is generated from these definitions and has a worked example.
 
-The payload follows the header: ``epoch_count`` streams of ``n_samples`` samples each, laid out
-by :mod:`zipsgd.spec.stream`.  A scaled value ``v`` stands for the original value
-``offset + scale * v``.
+The payload follows the header: ``epoch_count`` v2 streams (samples back to back,
+:mod:`zipsgd.spec.stream`) of ``n_samples`` samples each, every one starting on a fresh beat.
+A scaled value ``v`` stands for the original value ``offset + scale * v``.  Version 1 files
+(every sample on new beats) are refused with a message asking to re-pack them.
 
 Every problem with a file raises :class:`~zipsgd.spec.errors.StreamFormatError`.  Files are
 published with :class:`zipsgd.host.output.atomic_output`: an existing file is replaced only with
@@ -27,7 +30,14 @@ from pathlib import Path
 import numpy as np
 
 from ..spec.errors import ConfigError, StreamFormatError
-from ..spec.stream import MAX_FEATURES, Encoding, StreamLayout
+from ..spec.stream import (
+    LEVEL_DTYPE,
+    MAX_FEATURES,
+    Encoding,
+    StreamLayout,
+    StreamUnpacker,
+    check_levels,
+)
 from .output import atomic_output
 
 __all__ = ["MAGIC", "VERSION", "HEADER_FIELDS", "FIXED_BYTES", "FLAG_INTERCEPT", "Scaling",
@@ -35,20 +45,24 @@ __all__ = ["MAGIC", "VERSION", "HEADER_FIELDS", "FIXED_BYTES", "FLAG_INTERCEPT",
            "write_stream", "with_epochs"]
 
 MAGIC = b"\x89ZSGD\r\n\x1a"
-#: The payload is read and checked in chunks of at most this many bytes (whole samples).
+#: The payload is read and checked in chunks of at most this many bytes (whole beats).
 CHUNK_BYTES = 1 << 24
-VERSION = 1
+#: Version 2: samples back to back (stream format v2), optional level table.
+VERSION = 2
 #: The fixed part of the header, in order: (name, struct code, meaning).  The one definition
 #: the reader, the writer and docs/FORMAT.md use.
 HEADER_FIELDS = (
     ("magic", "8s", 'b"\\x89ZSGD\\r\\n\\x1a"'),
     ("version", "H", f"format version ({VERSION})"),
-    ("header_bytes", "I", "size of the whole header: fixed part, scale table and header CRC"),
+    ("header_bytes", "I", "size of the whole header: fixed part, scale table, level table (if any) "
+                         "and header CRC"),
     ("encoding", "B", "0 double, 1 single, 2 raw32"),
     ("bits", "B", "interval-index bits b (1..8; 32 for raw32)"),
     ("bus_width", "H", "bits per beat: 64, 128, 256 or 512"),
     ("label_format", "B", "0: the label is field 0 of every sample, encoded like a feature"),
     ("scaling", "B", "0 maxabs, 1 minmax"),
+    ("levels", "B", "0: uniform levels; 1: a level table follows the scale table (double and "
+                    "single only)"),
     ("flags", "I", "bit 0: the last feature is an added intercept column (constant 1); "
                    "other bits zero"),
     ("n_features", "I", "features per sample (the label not counted)"),
@@ -56,12 +70,17 @@ HEADER_FIELDS = (
     ("epoch_first", "I", "epoch index of the first stream in the payload"),
     ("epoch_count", "I", "streams in the payload: epochs epoch_first, epoch_first + 1, ..."),
     ("seed", "Q", "quantization seed: epoch k used SeedSequence([seed, k])"),
-    ("beats_per_sample", "I", "beats one sample takes (checked against the layout)"),
+    ("beats_per_epoch", "Q", "beats of one epoch's stream: ceil(n_samples (n_features + 1) "
+                             "field_width / bus_width) (checked against the layout)"),
     ("payload_bytes", "Q", "bytes of payload after the header"),
     ("payload_crc32", "I", "CRC-32 (zlib) of the payload"),
 )
 _FIXED = struct.Struct("<" + "".join(code for _, code, _ in HEADER_FIELDS))
 FIXED_BYTES = _FIXED.size
+#: The magic and the version, read first: every version keeps them where they are.
+_START = struct.Struct("<8sH")
+_VERSION_END = _START.size
+_MAX_U32 = (1 << 32) - 1
 _SCALE_ENTRY = 16
 _CRC_BYTES = 4
 #: Header flag: the last feature is an intercept column added by the packer.
@@ -95,7 +114,17 @@ class LabelFormat(enum.IntEnum):
 
 @dataclass(frozen=True)
 class StreamHeader:
-    """Everything the header of a ``.zsgd`` file says (CRCs apart)."""
+    """Everything the header of a ``.zsgd`` file says (CRCs apart).
+
+    ``levels`` is None for uniform levels, or the level table (checked and stored as int16 on
+    construction).
+
+    Raises
+    ------
+    ConfigError
+        For a level table that breaks the level format, or a header too large for its size
+        field.
+    """
 
     layout: StreamLayout
     n_features: int
@@ -108,62 +137,110 @@ class StreamHeader:
     epoch_count: int = 1
     label_format: LabelFormat = LabelFormat.FIELD0
     intercept: bool = False
+    levels: np.ndarray | None = None  # int16, shape (n_features + 1, 2**b + 1), label first
+
+    def __post_init__(self):
+        if self.levels is not None:
+            object.__setattr__(self, "levels",
+                               check_levels(self.levels, self.layout, self.n_features))
+        if self.header_bytes > _MAX_U32:
+            raise ConfigError(f"header of {self.header_bytes} bytes: expected at most "
+                              f"{_MAX_U32} (fewer features or a smaller level table)")
 
     @property
-    def beats_per_sample(self) -> int:
-        return self.layout.beats_per_sample(self.n_features)
-
-    @property
-    def sample_bytes(self) -> int:
-        return self.layout.sample_bytes(self.n_features)
+    def beats_per_epoch(self) -> int:
+        return self.layout.stream_beats(self.n_features, self.n_samples)
 
     @property
     def epoch_bytes(self) -> int:
-        return self.n_samples * self.sample_bytes
+        return self.layout.stream_bytes(self.n_features, self.n_samples)
 
     @property
     def payload_bytes(self) -> int:
         return self.epoch_bytes * self.epoch_count
 
     @property
+    def bits_per_value(self) -> float:
+        return self.layout.bits_per_value(self.n_features, self.n_samples)
+
+    @property
     def header_bytes(self) -> int:
-        return FIXED_BYTES + _SCALE_ENTRY * (self.n_features + 1) + _CRC_BYTES
+        return _header_bytes(self.layout, self.n_features, self.levels is not None)
 
     def encode(self, payload_crc32: int) -> bytes:
         """The header bytes, header CRC included."""
         fixed = _FIXED.pack(
             MAGIC, VERSION, self.header_bytes, int(self.layout.encoding), self.layout.bits,
             self.layout.bus_width, int(self.label_format), int(self.scaling),
-            FLAG_INTERCEPT if self.intercept else 0, self.n_features,
-            self.n_samples, self.epoch_first, self.epoch_count, self.seed,
-            self.beats_per_sample, self.payload_bytes, payload_crc32)
+            int(self.levels is not None), FLAG_INTERCEPT if self.intercept else 0,
+            self.n_features, self.n_samples, self.epoch_first, self.epoch_count, self.seed,
+            self.beats_per_epoch, self.payload_bytes, payload_crc32)
         table = np.column_stack([self.offsets, self.scales]).astype("<f8").tobytes()
-        body = fixed + table
+        levels = b"" if self.levels is None else self.levels.astype(LEVEL_DTYPE).tobytes()
+        body = fixed + table + levels
         return body + struct.pack("<I", zlib.crc32(body))
+
+
+def _level_bytes(layout: StreamLayout, n_features: int) -> int:
+    return (n_features + 1) * (layout.levels + 1) * LEVEL_DTYPE.itemsize
+
+
+def _header_bytes(layout: StreamLayout, n_features: int, levels: bool) -> int:
+    return FIXED_BYTES + _SCALE_ENTRY * (n_features + 1) + _CRC_BYTES \
+        + (_level_bytes(layout, n_features) if levels else 0)
+
+
+def _check_code(name: str, value: int, kind) -> None:
+    if value not in set(kind):
+        codes = ", ".join(f"{int(e)} ({e.name.lower()})" for e in kind)
+        raise StreamFormatError(f"{name}: expected one of {codes}, found {value}")
+
+
+def _header_layout(encoding: int, bits: int, bus_width: int) -> StreamLayout:
+    _check_code("encoding", encoding, Encoding)
+    try:
+        return StreamLayout(Encoding(encoding), bits, bus_width)
+    except ConfigError as error:
+        raise StreamFormatError(f"invalid layout in header: {error}") from None
 
 
 def _decode_header(read) -> tuple[StreamHeader, int]:
     """Parse a header from ``read(n) -> bytes``; returns (header, payload_crc32)."""
-    fixed = read(FIXED_BYTES)
-    if len(fixed) < FIXED_BYTES:
+    start = read(_VERSION_END)
+    if len(start) < _VERSION_END:
         raise StreamFormatError(f"truncated header: expected {FIXED_BYTES} bytes, "
-                                f"found {len(fixed)}")
-    (magic, version, header_bytes, encoding, bits, bus_width, label_format, scaling, flags,
-     n_features, n_samples, epoch_first, epoch_count, seed, beats_per_sample, payload_bytes,
-     payload_crc) = _FIXED.unpack(fixed)
+                                f"found {len(start)}")
+    magic, version = _START.unpack(start)
     if magic != MAGIC:
         raise StreamFormatError(f"not a .zsgd file: expected magic {MAGIC!r}, found {magic!r}")
     if version != VERSION:
-        raise StreamFormatError(f"unsupported .zsgd version: expected {VERSION}, "
-                                f"found {version}")
+        raise StreamFormatError(f"unsupported .zsgd version: expected version {VERSION} "
+                                f"(samples packed back to back), found version {version}; "
+                                "re-pack the data with `zipsgd quantize`")
+    fixed = start + read(FIXED_BYTES - _VERSION_END)
+    if len(fixed) < FIXED_BYTES:
+        raise StreamFormatError(f"truncated header: expected {FIXED_BYTES} bytes, "
+                                f"found {len(fixed)}")
+    (_, _, header_bytes, encoding, bits, bus_width, label_format, scaling, levels, flags,
+     n_features, n_samples, epoch_first, epoch_count, seed, beats_per_epoch, payload_bytes,
+     payload_crc) = _FIXED.unpack(fixed)
     if flags & ~FLAG_INTERCEPT:
         raise StreamFormatError(f"flags: expected only bit 0 to be used, found {flags:#x}")
     if not 1 <= n_features <= MAX_FEATURES:
         raise StreamFormatError(f"feature count must be in 1..{MAX_FEATURES}, found {n_features}")
-    expected_header = FIXED_BYTES + _SCALE_ENTRY * (n_features + 1) + _CRC_BYTES
+    if levels not in (0, 1):
+        raise StreamFormatError(f"levels: expected 0 (uniform) or 1 (a level table), found "
+                                f"{levels}")
+    # The level table's size depends on the layout: check it first only when there is one.
+    layout = _header_layout(encoding, bits, bus_width) if levels else None
+    if levels and layout.encoding is Encoding.RAW32:
+        raise StreamFormatError("levels: expected 0 for raw32 (a level table is for double and "
+                                "single streams), found 1")
+    expected_header = _header_bytes(layout, n_features, bool(levels))
     if header_bytes != expected_header:
+        with_table = " and a level table" if levels else ""
         raise StreamFormatError(f"header size: expected {expected_header} bytes for "
-                                f"{n_features} features, found {header_bytes}")
+                                f"{n_features} features{with_table}, found {header_bytes}")
     rest = read(header_bytes - FIXED_BYTES)
     if len(rest) < header_bytes - FIXED_BYTES:
         raise StreamFormatError(f"truncated header: expected {header_bytes} bytes, found "
@@ -172,15 +249,10 @@ def _decode_header(read) -> tuple[StreamHeader, int]:
     if zlib.crc32(body) != header_crc:
         raise StreamFormatError(f"header CRC-32 mismatch: stored {header_crc:#010x}, "
                                 f"computed {zlib.crc32(body):#010x}")
-    for name, value, kind in (("encoding", encoding, Encoding), ("scaling", scaling, Scaling),
+    for name, value, kind in (("scaling", scaling, Scaling),
                               ("label_format", label_format, LabelFormat)):
-        if value not in set(kind):
-            codes = ", ".join(f"{int(e)} ({e.name.lower()})" for e in kind)
-            raise StreamFormatError(f"{name}: expected one of {codes}, found {value}")
-    try:
-        layout = StreamLayout(Encoding(encoding), bits, bus_width)
-    except ConfigError as error:
-        raise StreamFormatError(f"invalid layout in header: {error}") from None
+        _check_code(name, value, kind)
+    layout = layout or _header_layout(encoding, bits, bus_width)
     scaling, label_format = Scaling(scaling), LabelFormat(label_format)
     if not 1 <= n_samples <= MAX_SAMPLES:
         raise StreamFormatError(f"sample count must be in 1..{MAX_SAMPLES}, found {n_samples}")
@@ -189,13 +261,22 @@ def _decode_header(read) -> tuple[StreamHeader, int]:
     if epoch_first + epoch_count - 1 > 0xFFFF_FFFF:  # the writer refuses such a range too
         raise StreamFormatError(f"epochs {epoch_first}..{epoch_first + epoch_count - 1}: "
                                 "expected the last epoch index to fit 32 bits")
-    table = np.frombuffer(body[FIXED_BYTES:], dtype="<f8").reshape(n_features + 1, 2)
-    header = StreamHeader(layout, n_features, n_samples, seed, scaling,
-                          table[:, 0].astype(np.float64), table[:, 1].astype(np.float64),
-                          epoch_first, epoch_count, label_format, bool(flags & FLAG_INTERCEPT))
-    if beats_per_sample != header.beats_per_sample:
-        raise StreamFormatError(f"beats per sample: expected {header.beats_per_sample} for "
-                                f"this layout, found {beats_per_sample}")
+    table_end = FIXED_BYTES + _SCALE_ENTRY * (n_features + 1)
+    table = np.frombuffer(body[FIXED_BYTES:table_end], dtype="<f8").reshape(n_features + 1, 2)
+    level_table = None
+    if levels:
+        level_table = np.frombuffer(body[table_end:], dtype=LEVEL_DTYPE).reshape(
+            n_features + 1, layout.levels + 1)
+    try:
+        header = StreamHeader(layout, n_features, n_samples, seed, scaling,
+                              table[:, 0].astype(np.float64), table[:, 1].astype(np.float64),
+                              epoch_first, epoch_count, label_format,
+                              bool(flags & FLAG_INTERCEPT), level_table)
+    except ConfigError as error:
+        raise StreamFormatError(str(error)) from None
+    if beats_per_epoch != header.beats_per_epoch:
+        raise StreamFormatError(f"beats per epoch: expected {header.beats_per_epoch} for "
+                                f"this layout, found {beats_per_epoch}")
     if payload_bytes != header.payload_bytes:
         raise StreamFormatError(f"payload size: expected {header.payload_bytes} bytes, "
                                 f"found {payload_bytes}")
@@ -289,10 +370,11 @@ class StreamFile:
             self.verify_payload()
 
     def _chunks(self, index: int) -> list[tuple[int, int]]:
-        """(file offset, size) of the chunks of stored epoch ``index``: whole samples, at
-        most :data:`CHUNK_BYTES` (at least one sample)."""
+        """(file offset, size) of the chunks of stored epoch ``index``: whole beats, at most
+        :data:`CHUNK_BYTES` (at least one beat)."""
         header = self.header
-        step = max(1, CHUNK_BYTES // header.sample_bytes) * header.sample_bytes
+        beat_bytes = header.layout.beat_bytes
+        step = max(1, CHUNK_BYTES // beat_bytes) * beat_bytes
         start = header.header_bytes + index * header.epoch_bytes
         return [(start + offset, min(step, header.epoch_bytes - offset))
                 for offset in range(0, header.epoch_bytes, step)]
@@ -337,7 +419,7 @@ class StreamFile:
 
     def iter_epoch_chunks(self, index: int) -> Iterator[np.ndarray]:
         """The packed stream of the ``index``-th epoch stored (0-based), as uint8 chunks of
-        whole samples read from the file, each checked against the CRC taken when the file was
+        whole beats read from the file, each checked against the CRC taken when the file was
         verified.
 
         Raises
@@ -367,12 +449,16 @@ class StreamFile:
         :meth:`iter_epoch_chunks` checks it)."""
         return np.concatenate(list(self.iter_epoch_chunks(index)))
 
-    def iter_sample_chunks(self, index: int, max_samples: int = 65536) -> Iterator[np.ndarray]:
-        """The ``index``-th stored epoch in chunks of at most ``max_samples`` whole samples."""
-        step = max_samples * self.header.sample_bytes
+    def iter_fields(self, index: int, max_samples: int = 65536) -> Iterator[np.ndarray]:
+        """The samples of the ``index``-th stored epoch as uint64 field arrays ``(k,
+        n_features + 1)`` (label first) of at most ``max_samples`` rows, read chunk by chunk
+        (:meth:`iter_epoch_chunks`); a sample split between two chunks comes whole."""
+        header = self.header
+        unpacker = StreamUnpacker(header.layout, header.n_features, header.n_samples,
+                                  max_samples)
         for chunk in self.iter_epoch_chunks(index):
-            for start in range(0, chunk.size, step):
-                yield chunk[start:start + step]
+            yield from unpacker.feed(chunk)
+        unpacker.finish()
 
 
 def _file_kind(mode: int) -> str:

@@ -1,6 +1,6 @@
 """The engine's first stage: one stream beat in, every lane's decoded feature words out.
 
-The hardware twin of :func:`zipsgd.spec.stream.unpack_fields` followed by
+The hardware twin of :func:`zipsgd.spec.stream.unpack_beats_v1` followed by
 :func:`zipsgd.spec.stream.decode_fields` (``docs/ENGINE.md``, stage 1), for one beat at a time
 and with the encoding and bit width chosen at run time.
 
@@ -73,7 +73,7 @@ def level_value(q, bits):
 class FieldDecoder(wiring.Component):
     """Decodes one beat of the packed stream into lanes of feature words (fields 0 .. L-1).
 
-    Exactly :func:`~zipsgd.spec.stream.unpack_fields` + :func:`~zipsgd.spec.stream.decode_fields`
+    Exactly :func:`~zipsgd.spec.stream.unpack_beats_v1` + :func:`~zipsgd.spec.stream.decode_fields`
     of the beat, lane ``i`` being field ``i`` of the beat (bits ``[i*fw, (i+1)*fw)``).  Every
     output is the decode of the inputs ``latency`` clock cycles earlier (``sync`` domain,
     registers without a reset whose initial value is 0); latency 0 is purely combinational.

@@ -38,7 +38,7 @@ from zipsgd.sim.runner import test_params
 from zipsgd.sim.stress import make_pattern
 from zipsgd.spec import registers as regs
 from zipsgd.spec.engine import EngineParams, RunConfig
-from zipsgd.spec.stream import StreamLayout, pack_fields
+from zipsgd.spec.stream import StreamLayout, pack_beats_v1
 
 
 def _signed32(value: int) -> int:
@@ -191,7 +191,7 @@ class TB:
         source.set_pause_generator(_pauses(idle) if idle is not None else None)
         if idle is None:
             source.pause = False
-        sample_bytes = layout.sample_bytes(n_features)
+        sample_bytes = layout.sample_bytes_v1(n_features)
         raw = np.asarray(payload, dtype=np.uint8).reshape(-1, sample_bytes)
         for sample in raw:
             await source.send(AxiStreamFrame(sample.tobytes()))
@@ -264,7 +264,7 @@ async def train_runs(tb: TB, params: EngineParams, runs: list[dict]) -> list[dic
                 golden.configure(config)
                 await tb.configure(config, run["samples"], seed="seed" in change)
             layout = config.layout(params.bus_width)
-            payload = pack_fields(quantize_fields(labels, features, layout,
+            payload = pack_beats_v1(quantize_fields(labels, features, layout,
                                                   epoch_rng(run.get("seed", 0), epoch)), layout)
             expected = golden.run_epoch(payload)
             status, cycles, wall = await tb.run_epoch(payload, layout, config.n_features,
@@ -307,7 +307,7 @@ async def _correct_epoch(tb: TB, params: EngineParams, config: RunConfig, sample
     await tb.configure(config, samples, seed=True)
     await tb.write_model(np.zeros(config.n_features, dtype=np.int64))
     layout = config.layout(params.bus_width)
-    payload = pack_fields(quantize_fields(labels, features, layout, epoch_rng(seed, 0)), layout)
+    payload = pack_beats_v1(quantize_fields(labels, features, layout, epoch_rng(seed, 0)), layout)
     expected = golden.run_epoch(payload)
     status, _, _ = await tb.run_epoch(payload, layout, config.n_features)
     words = await tb.read_model(config.n_features)
@@ -331,7 +331,7 @@ async def framing_and_config_errors(dut):
     per_sample = layout.beats_per_sample(config.n_features)
     assert per_sample >= 3, "the framing cases need samples of three beats or more"
     labels, features, _ = make_data(config, 8, 3)
-    payload = pack_fields(quantize_fields(labels, features, layout, epoch_rng(3, 0)), layout)
+    payload = pack_beats_v1(quantize_fields(labels, features, layout, epoch_rng(3, 0)), layout)
     beats, lasts = payload_beats(payload, layout, config.n_features)
     count = 0
 
@@ -379,7 +379,7 @@ async def framing_and_config_errors(dut):
     golden = GoldenEngine(params, config)
     await tb.configure(config, 8, seed=True)
     await tb.write_model(np.zeros(config.n_features, dtype=np.int64))
-    payload = pack_fields(quantize_fields(labels, features, layout, epoch_rng(7, 0)), layout)
+    payload = pack_beats_v1(quantize_fields(labels, features, layout, epoch_rng(7, 0)), layout)
     expected = golden.run_epoch(payload)
     beats, lasts = payload_beats(payload, layout, config.n_features)
     await tb.command(start=1)

@@ -36,7 +36,7 @@ from zipsgd.sim.soak import soak_run
 from zipsgd.sim.stress import make_pattern
 from zipsgd.spec import registers as regs
 from zipsgd.spec.engine import EngineParams, RunConfig
-from zipsgd.spec.stream import pack_fields
+from zipsgd.spec.stream import pack_beats_v1
 
 
 def _write_report(report):
@@ -61,7 +61,7 @@ def set_axil_pauses(tb: TB, spec: dict | None):
 def _epoch_data(params: EngineParams, config: RunConfig, samples: int, seed: int):
     labels, features, rng = make_data(config, samples, seed)
     layout = config.layout(params.bus_width)
-    payload = pack_fields(quantize_fields(labels, features, layout, epoch_rng(seed, 0)), layout)
+    payload = pack_beats_v1(quantize_fields(labels, features, layout, epoch_rng(seed, 0)), layout)
     beats, lasts = payload_beats(payload, layout, config.n_features)
     return payload, layout, beats, lasts, rng
 
