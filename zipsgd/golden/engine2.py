@@ -18,6 +18,7 @@ from ..spec.engine2 import (
     LOSS_FRAC,
     LOSS_WIDTH,
     PRODUCT_LOG2,
+    RAW_FEATURE_FRAC2,
     RAW_PRODUCT_SHIFT2,
     RAW_ROUND_SHIFT,
     RESIDUAL_MAX,
@@ -29,47 +30,27 @@ from ..spec.engine2 import (
 from ..spec.errors import ConfigError
 from ..spec.fixed import RAND_BITS, RoundingMode, align, saturate, shift_right
 from ..spec.rng import XorshiftBank
-from ..spec.stream import QUANT_LABEL_FRAC, RAW_ONE, Encoding, StreamLayout
+from ..spec.stream import RAW_ONE, Encoding, StreamLayout, decode_fields
 
-__all__ = ["GoldenEngine2", "decode2", "uniform_levels", "forward_operand"]
+__all__ = ["GoldenEngine2", "decode2", "forward_operand"]
 
 _RAND_MASK = (1 << RAND_BITS) - 1
-
-
-def uniform_levels(bits: int) -> np.ndarray:
-    """The uniform level words ``(2 q - 2**b) << (8 - b)``, ``q = 0..2**b``."""
-    q = np.arange((1 << bits) + 1, dtype=np.int64)
-    return (2 * q - (1 << bits)) << (8 - bits)
 
 
 def decode2(fields: np.ndarray, layout: StreamLayout, levels: np.ndarray | None = None):
     """Numerics v2 decode of ``(samples, n+1)`` fields: ``(label, first, second, label_frac)``.
 
-    ``levels`` (optional, ``(n+1, 2**b + 1)`` level words, label row first) replaces the
-    uniform levels; raw32 words are clamped and rounded to 16 fraction bits.
+    Quantized fields decode as in v1 (through ``levels``, the ``.zsgd`` level table, when
+    given); raw32 words are clamped and rounded to 16 fraction bits.
     """
     fields = np.asarray(fields, dtype=np.uint64)
     if layout.encoding is Encoding.RAW32:
         words = fields.astype(np.uint32).view(np.int32).astype(np.int64)
         words = np.clip(words, -RAW_ONE, RAW_ONE)
         f = (words + (1 << (RAW_ROUND_SHIFT - 1))) >> RAW_ROUND_SHIFT
-        return f[:, 0].copy(), f[:, 1:], f[:, 1:], 16
-    b = layout.bits
-    index = (fields & np.uint64((1 << b) - 1)).astype(np.int64)
-    s1 = ((fields >> np.uint64(b)) & np.uint64(1)).astype(np.int64)
-    s2 = (((fields >> np.uint64(b + 1)) & np.uint64(1)).astype(np.int64)
-          if layout.encoding is Encoding.DOUBLE else s1)
-    if levels is None:
-        table = np.broadcast_to(uniform_levels(b), (fields.shape[1], (1 << b) + 1))
-    else:
-        table = np.asarray(levels, dtype=np.int64)
-        if table.shape != (fields.shape[1], (1 << b) + 1):
-            raise ConfigError(f"levels must have shape {(fields.shape[1], (1 << b) + 1)}, "
-                              f"found {table.shape}")
-    cols = np.arange(fields.shape[1])
-    first = table[cols, index + s1]
-    second = table[cols, index + s2]
-    return first[:, 0] + second[:, 0], first[:, 1:], second[:, 1:], QUANT_LABEL_FRAC
+        return f[:, 0].copy(), f[:, 1:], f[:, 1:], RAW_FEATURE_FRAC2
+    decoded = decode_fields(fields, layout, levels)
+    return decoded.label, decoded.first, decoded.second, decoded.label_frac
 
 
 def forward_operand(words, shift: int):
