@@ -9,7 +9,7 @@ feature ``j = p mod (n + 1)``.  From one window to the next ``j`` grows by
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -58,11 +58,16 @@ class WindowSequencer(wiring.Component):
         m.d.comb += self.ready.eq(settle == lanes)
         final = Signal()
         m.d.comb += final.eq(window == self.last_window)
+        # One pair of adders per lane: a + step, and a + step - wrap (its sign is the wrap).
+        back = Signal(signed(aw + 2))
+        m.d.comb += back.eq(self.step - self.wrap)
         for k in range(lanes):
             a = Signal(aw + 1, name=f"a{k}")
-            grown = Signal(aw + 2, name=f"grown{k}")
-            m.d.comb += grown.eq(Mux(self.ready, a + self.step, a))
-            nxt = Mux(grown >= self.wrap, grown - self.wrap, grown)
+            ahead = Signal(aw + 2, name=f"ahead{k}")
+            wrapped = Signal(signed(aw + 3), name=f"wrapped{k}")
+            m.d.comb += [ahead.eq(a + Mux(self.ready, self.step, 0)),
+                         wrapped.eq(a + Mux(self.ready, back, -self.wrap))]
+            nxt = Mux(wrapped[-1], ahead, wrapped[:aw + 1])
             with m.If(self.restart):
                 m.d.sync += a.eq(k >> self.g_log2)
             with m.Elif(~self.ready | self.advance):
