@@ -1,0 +1,142 @@
+"""``hw.v2.lane.Lane`` against a cycle-level Python model of its memories and arithmetic."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from zipsgd.hw.v2.lane import FORWARD_LATENCY, TABLE_DEPTH, Lane
+from zipsgd.spec.engine2 import PARTIAL_WIDTH, RESIDUAL_MAX
+
+CAPACITY = 64
+
+
+def level(table, per_feature, addr, index, q_index):
+    """The level of index ``q_index`` (``index`` or ``index + 1``) of the lane's feature."""
+    del index
+    if q_index == table["top"]:
+        return 256
+    where = (q_index << 7 | addr) if per_feature else q_index
+    return table["words"][where]
+
+
+def wrap(value):
+    value &= (1 << PARTIAL_WIDTH) - 1
+    return value - (1 << PARTIAL_WIDTH) if value >> (PARTIAL_WIDTH - 1) else value
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("raw", [False, True])
+def test_lane_against_model(raw, seed):
+    rng = random.Random(seed * 2 + raw)
+    dut = Lane(CAPACITY, raw=raw)
+    words = [rng.randrange(-256, 256) for _ in range(TABLE_DEPTH)]
+    xf = [rng.randrange(-(1 << 17), 1 << 17) for _ in range(2 * CAPACITY)]
+    partials = [[(0, 0)] * CAPACITY for _ in range(2)]      # (value, tag)
+    errors = []
+
+    async def bench(ctx):
+        for a, w in enumerate(words):
+            ctx.set(dut.cb_we, 1)
+            ctx.set(dut.cb_addr, a)
+            ctx.set(dut.cb_data, w)
+            if a < len(xf):
+                ctx.set(dut.xf_we, 1)
+                ctx.set(dut.xf_addr, a)
+                ctx.set(dut.xf_data, xf[a])
+            else:
+                ctx.set(dut.xf_we, 0)
+            await ctx.tick()
+        ctx.set(dut.cb_we, 0)
+        ctx.set(dut.xf_we, 0)
+        for setting in range(6):
+            bits = rng.randrange(1, 9)
+            per_feature = int(bits <= 4 and rng.random() < 0.6)
+            double = rng.randrange(2)
+            raw_mode = int(raw and setting % 3 == 2)
+            buffer = rng.randrange(2)
+            for sig, v in ((dut.index_mask, (1 << bits) - 1), (dut.bit_select, 1 << (bits - 1)),
+                           (dut.double, double), (dut.per_feature, per_feature),
+                           (dut.buffer, buffer), (dut.raw, raw_mode)):
+                ctx.set(sig, v)
+            await ctx.tick()
+            table = {"words": words, "top": 1 << bits}
+            # A phase sums into one partial memory while the update reads the other, as in
+            # the engine (a batch's sums, the previous batch's update).
+            bank = setting % 2
+            expect_levels, expect_fwd, expect_upd = {}, {}, {}
+            last = None
+            for cycle in range(200):
+                fwd = rng.random() < 0.8
+                addr = rng.randrange(CAPACITY)
+                slot = rng.randrange(1 << 10)
+                raw_word = rng.randrange(-(1 << 16), (1 << 16) + 1)
+                ctx.set(dut.fwd_valid, int(fwd))
+                ctx.set(dut.fwd_slot, slot)
+                ctx.set(dut.fwd_addr, addr)
+                ctx.set(dut.raw_word, raw_word)
+                if fwd:
+                    index = slot & ((1 << bits) - 1)
+                    s1 = (slot >> bits) & 1
+                    s2 = (slot >> (bits + 1)) & 1 if double else s1
+                    f1 = level(table, per_feature, addr, index, index + s1)
+                    f2 = level(table, per_feature, addr, index, index + s2)
+                    x = xf[buffer * CAPACITY + addr]
+                    expect_levels[cycle + FORWARD_LATENCY - 1] = (f1, f2)
+                    expect_fwd[cycle + FORWARD_LATENCY] = (raw_word * x) >> 8 if raw_mode \
+                        else f1 * x
+                bwd = rng.random() < 0.7
+                b_addr = rng.randrange(CAPACITY)
+                if last == b_addr:
+                    b_addr = (b_addr + 1) % CAPACITY        # never the same word back to back
+                tag = (setting // 2) % 2
+                e = rng.randrange(-RESIDUAL_MAX, RESIDUAL_MAX + 1)
+                f2_in = rng.randrange(-256, 257)
+                for sig, v in ((dut.bwd_valid, int(bwd)), (dut.bwd_e, e),
+                               (dut.bwd_second, f2_in), (dut.bwd_addr, b_addr),
+                               (dut.bwd_bank, bank), (dut.bwd_tag, tag)):
+                    ctx.set(sig, v)
+                last = b_addr if bwd else None
+                if bwd:
+                    term = (e * f2_in) >> 8 if raw_mode else e * f2_in
+                    old, old_tag = partials[bank][b_addr]
+                    partials[bank][b_addr] = (wrap((old if old_tag == tag else 0) + term), tag)
+                upd_addr, upd_tag = rng.randrange(CAPACITY), rng.randrange(2)
+                ctx.set(dut.upd_bank, 1 - bank)
+                ctx.set(dut.upd_addr, upd_addr)
+                ctx.set(dut.upd_tag, upd_tag)
+                value, word_tag = partials[1 - bank][upd_addr]
+                expect_upd[cycle + 1] = value if word_tag == upd_tag else 0
+                if cycle in expect_levels and not raw_mode:
+                    got = (ctx.get(dut.first), ctx.get(dut.second))
+                    if got != expect_levels.pop(cycle):
+                        errors.append(("levels", setting, cycle, got, bits, per_feature,
+                                       double, raw_mode))
+                if cycle in expect_fwd and ctx.get(dut.product) != expect_fwd.pop(cycle):
+                    errors.append(("product", setting, cycle))
+                if cycle in expect_upd and ctx.get(dut.partial) != expect_upd.pop(cycle):
+                    errors.append(("partial", setting, cycle))
+                await ctx.tick()
+            ctx.set(dut.fwd_valid, 0)
+            ctx.set(dut.bwd_valid, 0)
+            for _ in range(4):
+                await ctx.tick()
+        # Every word of both memories, through the update's port.
+        for bank in range(2):
+            for addr in range(CAPACITY):
+                for tag in range(2):
+                    ctx.set(dut.upd_bank, bank)
+                    ctx.set(dut.upd_addr, addr)
+                    ctx.set(dut.upd_tag, tag)
+                    await ctx.tick()
+                    value, word_tag = partials[bank][addr]
+                    if ctx.get(dut.partial) != (value if word_tag == tag else 0):
+                        errors.append(("final", bank, addr, tag))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert not errors, errors[:5]
