@@ -90,3 +90,31 @@ def test_all_ones_and_alternating_fields():
     for (width, fields), windows in zip(streams, run(64, streams, seed=1), strict=True):
         flat = [s for window in windows for s in window][:len(fields)]
         assert flat == fields, width
+
+
+def test_raw_word_rounds_and_clamps():
+    from amaranth.hdl import Module, Signal, signed
+
+    from zipsgd.hw.v2.gearbox import raw_word
+
+    m = Module()
+    chunks = [Signal(10, name=f"c{i}") for i in range(4)]
+    out = Signal(signed(18))
+    m.d.comb += out.eq(raw_word(chunks))
+    words = [0, 1, 0x1FFF, 0x2000, -0x2000 & 0xFFFFFFFF, -0x2001 & 0xFFFFFFFF, 1 << 30,
+             (1 << 30) + 1, 0x7FFFFFFF, 0x80000000, (-(1 << 30)) & 0xFFFFFFFF,
+             (-(1 << 30) - 1) & 0xFFFFFFFF, 0x3FFFE000, 0x3FFFDFFF]
+    words += [random.Random(3).randrange(1 << 32) for _ in range(200)]
+
+    async def bench(ctx):
+        for w in words:
+            for i, c in enumerate(chunks):
+                ctx.set(c, (w >> (8 * i)) & 0xFF | (0x300 if i % 2 else 0))   # slot bits 8, 9
+            signed_w = w - (1 << 32) if w >> 31 else w
+            clamped = max(-(1 << 30), min(1 << 30, signed_w))
+            assert ctx.get(out) == (clamped + (1 << 13)) >> 14, hex(w)
+            await ctx.delay(1e-9)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()

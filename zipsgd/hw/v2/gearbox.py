@@ -13,13 +13,15 @@ nine fixed window bits under one-hot width selects shared by all slots.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from zipsgd.hw.arith import any_of
+from zipsgd.spec.engine2 import FORWARD_WIDTH, RAW_ROUND_SHIFT
 
-__all__ = ["FieldGearbox", "FIELD_WIDTHS", "SLOT_WIDTH", "window_layout", "beat_layout"]
+__all__ = ["FieldGearbox", "FIELD_WIDTHS", "SLOT_WIDTH", "window_layout", "beat_layout",
+           "raw_word"]
 
 #: Field widths the gearbox extracts: ``single`` b = 1..8 (2..9 bits), ``double`` (3..10) and
 #: the 8-bit chunks of a ``raw32`` word (four per word, ``docs/HARDWARE.md``).
@@ -120,3 +122,14 @@ class FieldGearbox(wiring.Component):
                 m.d.comb += out[b].eq(any_of(
                     selects[fw] & bits[k * fw + b] for fw in FIELD_WIDTHS if b < fw))
         return m
+
+
+def raw_word(chunks) -> Value:
+    """A raw32 field from its four 8-bit chunks (slots ``4m .. 4m+3``, low chunk first),
+    clamped to [-2**30, 2**30] and rounded to 16 fraction bits: ``(w + 2**13) >> 14``
+    (numerics v2, ``zipsgd.spec.engine2.RAW_ROUND_SHIFT``).  Rounding first and clamping the
+    rounded word to [-2**16, 2**16] gives the same word with 18-bit carry chains."""
+    word = Cat(*(c[:8] for c in chunks))
+    rounded = word[RAW_ROUND_SHIFT:].as_signed() + word[RAW_ROUND_SHIFT - 1]
+    one = 1 << (30 - RAW_ROUND_SHIFT)
+    return Mux(rounded > one, one, Mux(rounded < -one, -one, rounded[:FORWARD_WIDTH]))
