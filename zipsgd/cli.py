@@ -25,6 +25,7 @@ from .host.datasets import open_source
 from .host.output import atomic_output, check_output, check_output_folder
 from .host.pack import pack_source
 from .host.perf import PLATFORMS, perf_table
+from .host.regmap_export import FORMATS, export_registers
 from .host.scaling import Scaler
 from .host.step_size import AUTO
 from .host.study import run_convergence_study, run_demo
@@ -59,6 +60,7 @@ from .spec.engine import (
     EngineParams,
 )
 from .spec.errors import ConfigError, ZipsgdError
+from .spec.registers import REGISTERS
 from .spec.stream import Encoding, StreamLayout
 
 __all__ = ["main", "build_parser"]
@@ -425,6 +427,23 @@ def _run_export(args) -> int:
     return 0
 
 
+def _add_export_regs(sub) -> None:
+    p = _subparser(sub, "export-regs", "write the register map as SystemRDL, IP-XACT or a C "
+                                       "header (from zipsgd/spec/registers.py)")
+    p.add_argument("--format", required=True, choices=FORMATS,
+                   help="rdl: SystemRDL 2.0; ipxact: IP-XACT (IEEE 1685-2014) component; "
+                        "cheader: C header of offsets, field masks and reset values")
+    p.add_argument("-o", "--output", required=True, help="the file to write")
+    p.add_argument("--force", action="store_true", help="overwrite an existing output")
+    p.set_defaults(run=_run_export_regs)
+
+
+def _run_export_regs(args) -> int:
+    path = export_registers(args.format, args.output, force=args.force)
+    print(f"wrote {path} ({args.format}, {len(REGISTERS)} registers)")
+    return 0
+
+
 def _add_demo(sub) -> None:
     p = _subparser(sub, "demo", "pack synthetic:100 at 4 bits and train on the simulated engine, "
                                 "checked against the golden model")
@@ -614,8 +633,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "bit-exact engine model and hardware flow.")
     parser.add_argument("--version", action="version", version=f"zipsgd {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_quantize, _add_inspect, _add_train, _add_study, _add_export, _add_demo,
-                _add_perf, _add_synth):
+    for add in (_add_quantize, _add_inspect, _add_train, _add_study, _add_export,
+                _add_export_regs, _add_demo, _add_perf, _add_synth):
         add(sub)
     return parser
 
