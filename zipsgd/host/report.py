@@ -88,7 +88,7 @@ def print_epochs(report: dict, file=None) -> None:
         print(f"optimum loss {optimum:.6g} ({report['optimum']['method']})", file=file)
     if any(key == "engine_loss" for key, _, _ in columns):
         print("on-chip loss: the engine's own, on the quantized samples with the model in force "
-              "at each sample (docs/ENGINE.md, \"Loss\")", file=file)
+              "at each sample (docs/LOSS.md)", file=file)
 
 
 def _num(value) -> str:

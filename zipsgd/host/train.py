@@ -483,7 +483,7 @@ def train_stream_file(stream: EpochStreams, settings: TrainSettings, progress=No
     Every epoch records ``loss_dequantized``, the loss of the model on the data of the first
     stored epoch as the engine decodes it, and, with ``eval_data`` (the original samples scaled
     by the stream's own scale table), ``loss_eval`` on them: both compare with float SGD's
-    loss.  ``engine_loss`` is the on-chip loss (``docs/ENGINE.md``, "Loss").  An automatic
+    loss.  ``engine_loss`` is the on-chip loss (``docs/LOSS.md``).  An automatic
     step is chosen from ``eval_data`` if given, else from the dequantized data.
     """
     header = stream.header
