@@ -69,7 +69,7 @@ def _line(row: dict) -> str:
 
 def page(result: list[dict]) -> str:
     worst = max(r["ratio"] for r in result)
-    head = " | ".join(f"{f:g}x" for f in GRID)
+    head = " ".join(f"{f:g}x" for f in GRID)
     return f"""# The automatic step size
 
 Made by `python benchmarks/bench_step_size.py --write` on {machine_description()}.
@@ -84,7 +84,7 @@ loss on the scaled data, the closed-form optimum beside them.
 Goal: with defaults no run diverges, and the final loss is within 10 % of the best final loss
 of the grid (ratio <= {GOAL:.2f}). Worst ratio: **{worst:.3f}**; default runs diverged: **none**.
 
-| data | run | auto alpha | final loss (auto) | best of grid | ratio | optimum | grid {head} |
+| data | run | auto alpha | final loss (auto) | best of grid | ratio | optimum | grid: {head} |
 |---|---|---|---|---|---|---|---|
 """ + "\n".join(_line(r) for r in result) + "\n"
 
