@@ -10,8 +10,12 @@ layers, each importing only those below it (``make lint`` checks it with import-
 * :mod:`zipsgd.sim` -- cocotb + Verilator simulation;
 * :mod:`zipsgd.backends` -- the training backends that run the generated engine;
 * :mod:`zipsgd.cli` -- the ``zipsgd`` command.
+
+The Python API: :func:`quantize`, :func:`load` and :class:`PackedData` (packed data sets), and
+the scikit-learn estimators :class:`ZipSGDRegressor` and :class:`ZipSGDClassifier`.
 """
 
+import importlib
 import importlib.metadata
 
 from .spec.errors import (
@@ -25,6 +29,18 @@ from .spec.errors import (
 )
 
 __all__ = ["ZipsgdError", "DatasetError", "StreamFormatError", "ConfigError",
-           "OutputError", "OutputExistsError", "LinkError"]
+           "OutputError", "OutputExistsError", "LinkError", "PackedData", "quantize", "load",
+           "ZipSGDRegressor", "ZipSGDClassifier"]
+
+#: The Python API, loaded when first used: the estimators import scikit-learn (about a second)
+#: and the packing pipeline the data sources, which the hardware flow does not need.
+_LAZY = {"PackedData": ".host.packed", "quantize": ".host.packed", "load": ".host.packed",
+         "ZipSGDRegressor": ".host.estimators", "ZipSGDClassifier": ".host.estimators"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __version__ = importlib.metadata.version("zipsgd")

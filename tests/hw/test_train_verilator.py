@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from zipsgd.host.datasets import open_source
+from zipsgd.host.estimators import ZipSGDRegressor
 from zipsgd.host.pack import pack_source
 from zipsgd.host.train import TrainSettings, load_scaled, train_in_memory, train_stream_file
 from zipsgd.host.zsgd_file import StreamFile
@@ -36,3 +37,18 @@ def test_stream_file_training_on_the_simulated_engine(tmp_path):
     report = train_stream_file(StreamFile(path), replace(SETTINGS, epochs=3))
     assert report["bit_exact"] is True
     assert [e["bit_exact"] for e in report["epochs"]] == [True] * 3
+
+
+def test_estimator_on_the_simulated_engine():
+    """ZipSGDRegressor with backend="verilator": the same engine build, checked against the
+    golden model after every epoch; the cycles and bus efficiency come back."""
+    labels, features = open_source("synthetic:8:300:2").arrays()
+    params = {"bits": 3, "epochs": 2, "batch_size": 16, "seed": 4,
+              "max_features": SIM_MAX_FEATURES, "max_batch": SIM_MAX_BATCH}
+    model = ZipSGDRegressor(backend="verilator", **params).fit(features, labels)
+    golden = ZipSGDRegressor(backend="golden", **params).fit(features, labels)
+    report = model.engine_report_
+    assert report["bit_exact"] is True
+    assert report["cycles"] > 0 and 0 < report["bus_efficiency"] <= 1
+    assert list(model.coef_) == list(golden.coef_)
+    assert model.loss_curve_ == golden.loss_curve_

@@ -16,6 +16,7 @@ does not depend on the chunk size: epoch ``e`` of a file is byte-identical to
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +28,9 @@ from .datasets import DataSource
 from .output import check_output
 from .quantize import epoch_rng, quantize_fields
 from .scaling import ColumnStats, Scaler
-from .zsgd_file import MAX_EPOCHS, MAX_SAMPLES, Scaling, StreamHeader, StreamWriter
+from .zsgd_file import MAX_EPOCHS, MAX_SAMPLES, Scaling, StreamHeader, write_stream
 
-__all__ = ["CHUNK_BYTES", "default_chunk_rows", "pack_source", "quantize_epoch"]
+__all__ = ["CHUNK_BYTES", "default_chunk_rows", "pack_source", "packed_stream", "quantize_epoch"]
 
 #: Target size of one chunk of float64 samples (label included) read from a source.
 CHUNK_BYTES = 16 << 20
@@ -74,6 +75,57 @@ def _progress_bar(enabled: bool, total: int | None, desc: str) -> tqdm:
     # Only for a person watching: never into logs, pipes or captured test output.
     return tqdm(total=total, desc=desc, unit="row", unit_scale=True, leave=False,
                 disable=not (enabled and sys.stderr.isatty()))
+
+
+def packed_stream(source: DataSource, layout: StreamLayout, *, seed: int = 0, epochs: int = 1,
+                  epoch_first: int = 0, scaling=Scaling.MAXABS, add_intercept: bool = False,
+                  chunk_rows: int | None = None,
+                  progress: bool = True) -> tuple[StreamHeader, Iterator[np.ndarray]]:
+    """Scale, quantize and pack ``epochs`` epochs of ``source``: the statistics pass runs now
+    and fixes the header; the payload comes chunk by chunk from the returned iterator (one
+    pass of the source per epoch).  Parameters as :func:`pack_source`.
+
+    Raises
+    ------
+    DatasetError, ConfigError
+        As :func:`pack_source` (the iterator raises DatasetError for a source that changed).
+    """
+    seed = _check_range("seed", seed, 0, _MAX_U64)
+    epochs = _check_range("epochs", epochs, 1, MAX_EPOCHS)
+    epoch_first = _check_range("epoch_first", epoch_first, 0, _MAX_U32 - epochs + 1)
+    scaling = Scaling.parse(scaling)
+    if chunk_rows is None:
+        chunk_rows = default_chunk_rows(source.n_features + add_intercept)
+
+    with _progress_bar(progress, source.n_samples, "statistics") as bar:
+        stats = ColumnStats.from_source(source, chunk_rows, progress=bar.update)
+    if stats.count > MAX_SAMPLES:
+        raise DatasetError(f"{source.name}: expected at most {MAX_SAMPLES} samples, "
+                           f"found {stats.count}")
+    scaler = Scaler.from_stats(stats, scaling, intercept=add_intercept)
+    offsets, scales = scaler.table()
+    header = StreamHeader(layout, check_n_features(scaler.n_weights), stats.count, seed,
+                          scaling, offsets, scales, epoch_first, epochs,
+                          intercept=add_intercept)
+
+    def payload() -> Iterator[np.ndarray]:
+        with _progress_bar(progress, stats.count * epochs, "quantize") as bar:
+            for k in range(epochs):
+                rng = epoch_rng(seed, epoch_first + k)
+                packer = StreamPacker(layout, header.n_features)
+                written = 0
+                for labels, features in source.iter_chunks(chunk_rows):
+                    yield packer.pack(quantize_fields(*scaler.transform(labels, features),
+                                                      layout, rng))
+                    written += labels.shape[0]
+                    bar.update(labels.shape[0])
+                yield packer.finish()
+                if written != stats.count:
+                    raise DatasetError(f"{source.name}: expected {stats.count} samples as in "
+                                       f"the statistics pass, found {written} (did the input "
+                                       "change?)")
+
+    return header, payload()
 
 
 def pack_source(source: DataSource, out_path, layout: StreamLayout, *, seed: int = 0,
@@ -124,39 +176,11 @@ def pack_source(source: DataSource, out_path, layout: StreamLayout, *, seed: int
     ConfigError
         For parameters out of range, or more features than the format holds.
     """
-    seed = _check_range("seed", seed, 0, _MAX_U64)
-    epochs = _check_range("epochs", epochs, 1, MAX_EPOCHS)
-    epoch_first = _check_range("epoch_first", epoch_first, 0, _MAX_U32 - epochs + 1)
-    scaling = Scaling.parse(scaling)
     out_path = Path(out_path)
     check_output(out_path, force)  # fail before the passes, not after them
-    if chunk_rows is None:
-        chunk_rows = default_chunk_rows(source.n_features + add_intercept)
-
-    with _progress_bar(progress, source.n_samples, "statistics") as bar:
-        stats = ColumnStats.from_source(source, chunk_rows, progress=bar.update)
-    if stats.count > MAX_SAMPLES:
-        raise DatasetError(f"{source.name}: expected at most {MAX_SAMPLES} samples, "
-                           f"found {stats.count}")
-    scaler = Scaler.from_stats(stats, scaling, intercept=add_intercept)
-    offsets, scales = scaler.table()
-    header = StreamHeader(layout, check_n_features(scaler.n_weights), stats.count, seed,
-                          scaling, offsets, scales, epoch_first, epochs,
-                          intercept=add_intercept)
-
-    with (StreamWriter(out_path, header, force) as writer,
-          _progress_bar(progress, stats.count * epochs, "quantize") as bar):
-        for k in range(epochs):
-            rng = epoch_rng(seed, epoch_first + k)
-            packer = StreamPacker(layout, header.n_features)
-            written = 0
-            for labels, features in source.iter_chunks(chunk_rows):
-                fields = quantize_fields(*scaler.transform(labels, features), layout, rng)
-                writer.write(packer.pack(fields))
-                written += labels.shape[0]
-                bar.update(labels.shape[0])
-            writer.write(packer.finish())
-            if written != stats.count:
-                raise DatasetError(f"{source.name}: expected {stats.count} samples as in the "
-                                   f"statistics pass, found {written} (did the input change?)")
+    header, payload = packed_stream(source, layout, seed=seed, epochs=epochs,
+                                    epoch_first=epoch_first, scaling=scaling,
+                                    add_intercept=add_intercept, chunk_rows=chunk_rows,
+                                    progress=progress)
+    write_stream(out_path, header, payload, force)
     return header

@@ -26,9 +26,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..spec.errors import ConfigError
-from ..spec.stream import RAW_FEATURE_FRAC, Encoding, StreamLayout
+from ..spec.stream import RAW_FEATURE_FRAC, Encoding, StreamLayout, decode_fields
 
-__all__ = ["epoch_rng", "quantize_fields", "quantize_fields_levels", "level_values"]
+__all__ = ["epoch_rng", "quantize_fields", "quantize_fields_levels", "level_values",
+           "dequantize_fields"]
 
 
 def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
@@ -149,3 +150,15 @@ def _sample_fields(index: np.ndarray, prob: np.ndarray, layout: StreamLayout,
         np.left_shift(up.view(np.uint8), np.uint16(b + k), out=shifted)
         fields |= shifted
     return fields.astype(np.uint64)
+
+
+def dequantize_fields(fields: np.ndarray, layout: StreamLayout,
+                      levels=None) -> tuple[np.ndarray, np.ndarray]:
+    """The scaled values that stream fields stand for, as the engine decodes them
+    (:func:`~zipsgd.spec.stream.decode_fields`): ``(labels, features)`` in float64.  A
+    ``DOUBLE`` feature is the mean of its two samples (each is an unbiased estimate; their mean
+    has half the variance)."""
+    decoded = decode_fields(fields, layout, levels)
+    labels = decoded.label / float(1 << decoded.label_frac)
+    features = (decoded.first + decoded.second) / float(1 << (decoded.feature_frac + 1))
+    return labels, features

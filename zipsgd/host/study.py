@@ -53,10 +53,14 @@ def _dataset(spec: str, epochs: int | None) -> StudyDataset:
 
 
 def tune_alpha(data, base: TrainSettings) -> tuple[float, dict]:
-    """The alpha of :data:`ALPHA_GRID` with the lowest final float-SGD loss, and its report."""
+    """The alpha of :data:`ALPHA_GRID` with the lowest final float-SGD loss, and its report
+    (an alpha whose run diverges is passed over)."""
     best = None
     for alpha in ALPHA_GRID:
-        report = train_in_memory(data, replace(base, backend="float", step_size=alpha))
+        try:
+            report = train_in_memory(data, replace(base, backend="float", step_size=alpha))
+        except ConfigError:  # this alpha diverges: the run stopped
+            continue
         loss = report["epochs"][-1]["loss"]
         if best is None or loss < best[1]["epochs"][-1]["loss"]:
             best = (alpha, report)

@@ -8,7 +8,10 @@ the packed stream; each epoch is quantized afresh with ``epoch_rng(seed, epoch)`
 refetching), or read from the file.  An engine backend runs the same epochs, and the driver
 checks its model words and status counters against the golden model's after every epoch.
 
-Step sizes follow ``gamma_k = alpha / k`` for epoch ``k`` (from 1).  The engine's registers get
+Step sizes follow ``gamma_k = alpha / k`` for epoch ``k`` (from 1); ``alpha`` is chosen from
+the data unless given (``step_size="auto"``, :mod:`zipsgd.host.step_size`), and a run whose
+loss becomes non-finite, rises above the starting model's or more than doubles in an epoch
+stops with a :class:`ConfigError` that suggests a smaller step.  The engine's registers get
 ``alpha_k / B`` (step), ``eta = gamma*l2/(1+gamma*l2)`` (decay) and ``gamma*l1/(1+gamma*l2)``
 (threshold), each rounded to the nearest register word.
 """
@@ -19,7 +22,7 @@ import importlib.metadata
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -48,12 +51,14 @@ from ..spec.registers import epoch_status
 from ..spec.stream import Encoding, StreamLayout, pack_beats_v1, restream_v1
 from .backend import EpochJob, get_backend
 from .datasets import open_source
-from .quantize import epoch_rng, quantize_fields
+from .quantize import dequantize_fields, epoch_rng, quantize_fields
 from .scaling import ColumnStats, Scaler
-from .zsgd_file import Scaling, StreamFile
+from .step_size import AUTO, SAMPLE_ROWS, auto_step_size
+from .zsgd_file import EpochStreams, Scaling
 
-__all__ = ["TrainSettings", "ScaledData", "load_scaled", "train_in_memory", "train_stream_file",
-           "engine_run_config", "lssvm_labels", "LOSSES", "UPDATE_MODES", "ROUNDINGS"]
+__all__ = ["TrainSettings", "ScaledData", "load_scaled", "scale_arrays", "train_in_memory",
+           "train_stream_file", "engine_run_config", "lssvm_labels", "LOSSES", "UPDATE_MODES",
+           "ROUNDINGS"]
 
 LOSSES = ("squared", "lssvm")
 UPDATE_MODES = tuple(mode.name.lower() for mode in UpdateMode)
@@ -80,7 +85,7 @@ class TrainSettings:
     bus_width: int = _BUILD.bus_width
     epochs: int = 10
     batch_size: int = 16
-    step_size: float = 0.5
+    step_size: float | str = AUTO  # alpha, or "auto": chosen from the data (step_size.py)
     loss: str = "squared"
     l2: float = 0.0
     l1: float = 0.0
@@ -101,14 +106,18 @@ class TrainSettings:
         get_backend(self.backend).check(self)
         if self.loss not in LOSSES:
             raise ConfigError(f"loss must be squared or lssvm, found {self.loss!r}")
+        if self.step_size != AUTO and (isinstance(self.step_size, (str, bool))
+                                       or not isinstance(self.step_size, (int, float))):
+            raise ConfigError(f"step size must be a number > 0 or auto, found "
+                              f"{self.step_size!r}")
         for name in ("step_size", "l1", "l2"):
-            if not math.isfinite(getattr(self, name)):
+            if getattr(self, name) != AUTO and not math.isfinite(getattr(self, name)):
                 raise ConfigError(f"{name} must be a finite number, found {getattr(self, name)!r}")
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise ConfigError(f"batch size must be an integer >= 1, found {self.batch_size!r}")
         if not isinstance(self.epochs, int) or self.epochs < 1:
             raise ConfigError(f"epochs must be >= 1, found {self.epochs!r}")
-        if not self.step_size > 0:
+        if self.step_size != AUTO and not self.step_size > 0:
             raise ConfigError(f"step size must be > 0, found {self.step_size!r}")
         if self.l1 < 0 or self.l2 < 0:
             raise ConfigError(f"l1 and l2 must be >= 0, found {self.l1}, {self.l2}")
@@ -133,7 +142,21 @@ class TrainSettings:
         return EngineParams(self.bus_width, self.max_features, self.max_batch, self.lanes)
 
     def gamma(self, epoch: int) -> float:
+        if self.step_size == AUTO:
+            raise ValueError("step_size auto is resolved from the data before training")
         return self.step_size / epoch
+
+    def with_step_for(self, features: np.ndarray, labels: np.ndarray,
+                      total_rows: int | None = None) -> tuple[TrainSettings, dict]:
+        """These settings with ``step_size`` a number (the automatic choice for the scaled
+        ``features`` and ``labels`` if it is ``auto``), and the report's record of the choice."""
+        if self.step_size != AUTO:
+            return self, {"chosen": "given", "alpha": float(self.step_size)}
+        choice = auto_step_size(features, labels, batch_size=self.batch_size,
+                                epochs=self.epochs, l2=self.l2, l1=self.l1,
+                                delayed=self.update_mode == "delayed", seed=self.seed,
+                                total_rows=total_rows)
+        return replace(self, step_size=choice.alpha), choice.as_dict()
 
 
 @dataclass
@@ -164,16 +187,32 @@ def load_scaled(spec: str, *, loss: str = "squared", scaling="maxabs", label_col
     """
     source = open_source(spec, label_column=label_column)
     labels, features = source.arrays()
+    data = scale_arrays(labels, features, source.name, loss=loss, scaling=scaling,
+                        intercept=intercept)
+    if getattr(source, "true_model", None) is not None:
+        data.extra["true_model"] = np.asarray(source.true_model).tolist()
+    return data
+
+
+def scale_arrays(labels: np.ndarray, features: np.ndarray, name: str = "arrays", *,
+                 loss: str = "squared", scaling="maxabs", intercept: bool = False,
+                 scaler: Scaler | None = None) -> ScaledData:
+    """Scale checked, finite arrays to [-1, 1] (``lssvm``: labels to -1/+1 first) with
+    ``scaler``, or one made from their own statistics.
+
+    Raises
+    ------
+    DatasetError
+        For a label that does not vary, or ``lssvm`` labels that are not two values.
+    """
     if loss == "lssvm":
         labels = lssvm_labels(labels)
-    stats = ColumnStats.from_arrays(labels, features)
-    scaler = Scaler.from_stats(stats, Scaling.parse(scaling), intercept=intercept)
+    if scaler is None:
+        stats = ColumnStats.from_arrays(labels, features)
+        scaler = Scaler.from_stats(stats, Scaling.parse(scaling), intercept=intercept)
     scaled_labels, scaled_features = scaler.transform(labels, features)
-    extra = {}
-    if getattr(source, "true_model", None) is not None:
-        extra["true_model"] = np.asarray(source.true_model).tolist()
-    return ScaledData(source.name, scaled_labels, scaled_features, scaler.inverse_model,
-                      float(scaler.scales[0]), extra)
+    return ScaledData(name, scaled_labels, scaled_features, scaler.inverse_model,
+                      float(scaler.scales[0]))
 
 
 def lssvm_labels(labels: np.ndarray) -> np.ndarray:
@@ -191,11 +230,25 @@ def _original(loss: float, label_scale: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _finite_loss(loss: float, epoch: int, settings) -> float:
-    if not math.isfinite(loss):
-        raise ConfigError(f"the training loss became {loss} in epoch {epoch}: expected a "
-                          f"finite loss; the step size {settings.step_size:g} is too large")
-    return loss
+class _Divergence:
+    """Stops a run whose loss is not finite, rises above the starting model's (zero), or more
+    than doubles in an epoch: the step is then too large (a decaying step does not recover)."""
+
+    def __init__(self, settings: TrainSettings, start_loss: float):
+        self.settings, self.previous = settings, start_loss
+        self.start = start_loss
+
+    def check(self, loss: float, epoch: int, what: str = "training loss") -> float:
+        alpha = self.settings.step_size
+        hint = (f"the step size {alpha:g} is too large: expected a smaller one, e.g. "
+                f"{alpha / 4:g} (or auto)")
+        if not math.isfinite(loss):
+            raise ConfigError(f"the {what} became {loss} in epoch {epoch}: {hint}")
+        if loss > max(self.start, 2.0 * self.previous):
+            raise ConfigError(f"the {what} rose from {self.previous:.4g} to {loss:.4g} in "
+                              f"epoch {epoch}: {hint}")
+        self.previous = loss
+        return loss
 
 
 def _word(value: float, frac: int, width: int, what: str, allow_zero: bool = False) -> int:
@@ -269,20 +322,26 @@ def train_in_memory(data: ScaledData, settings: TrainSettings, progress=None) ->
 
     ``progress``, if given, is called as ``progress(epoch, record)`` after every epoch (``record``
     is None while the simulated engine is still running).
+
+    Raises
+    ------
+    ConfigError
+        For settings the data cannot train with, or a run that diverges (see the module).
     """
     labels = data.labels if settings.loss == "squared" else lssvm_labels(data.labels)
     data = ScaledData(data.name, labels, data.features, data.inverse_model, data.label_scale,
                       data.extra)
     n_samples, n_features = data.features.shape
+    settings, step = settings.with_step_for(data.features, data.labels)
     if get_backend(settings.backend).kind != "float":
         engine_run_config(settings, n_features, 1)  # epoch 1's step is the largest: checked now
     report = _report_base(data.name, settings, n_samples, n_features)
+    report["step_size"] = step
     report["optimum"] = _optimum(data, settings)
     layout = settings.layout()
 
-    def exact_loss(model):
-        return objective(data.features, data.labels, model, settings.l2, settings.l1)
-
+    exact_loss = _exact_loss(data, settings)
+    divergence = _Divergence(settings, exact_loss(np.zeros(n_features)))
     if get_backend(settings.backend).kind == "float":
         model = np.zeros(n_features)
         for epoch in range(1, settings.epochs + 1):
@@ -290,7 +349,7 @@ def train_in_memory(data: ScaledData, settings: TrainSettings, progress=None) ->
             sgd = SgdSettings(settings.batch_size, settings.step_size, settings.l2,
                               settings.l1, settings.update_mode == "delayed")
             model = sgd_epoch(model, data.features, data.labels, epoch, sgd)
-            loss = _finite_loss(exact_loss(model), epoch, settings)
+            loss = divergence.check(exact_loss(model), epoch)
             record = {"epoch": epoch, "gamma": settings.gamma(epoch), "loss": loss,
                       "loss_original_units": _original(loss, data.label_scale),
                       "bytes_streamed": n_samples * (n_features + 1) * 4,
@@ -306,17 +365,19 @@ def train_in_memory(data: ScaledData, settings: TrainSettings, progress=None) ->
         return pack_beats_v1(fields, layout)
 
     engine = _engine_epochs(report, settings, n_features, n_samples, payload_for,
-                            data.label_scale, exact_loss, progress)
+                            data.label_scale, {"loss": exact_loss}, divergence, progress)
     return _finish(report, engine.model / float(1 << settings.model_frac), data.inverse_model,
                    engine)
 
 
 def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: int,
-                   payload_for, label_scale: float, exact_loss, progress) -> GoldenEngine:
-    """Run the golden model (and, for ``verilator``, the simulated engine, checked against it
+                   payload_for, label_scale: float, losses: dict, divergence: _Divergence,
+                   progress) -> GoldenEngine:
+    """Run the golden model (and, for an engine backend, the engine, checked against it
     epoch by epoch); append the epoch records to ``report``; return the golden engine.
     ``payload_for(epoch)`` gives the epoch in the v1 beats the current engine reads (an array
-    or an iterable of chunks)."""
+    or an iterable of chunks).  ``losses`` maps record keys to functions of the model (float,
+    scaled units): the first is the one ``divergence`` watches."""
     layout = settings.layout()
     params = settings.engine_params()
     backend = get_backend(settings.backend)
@@ -339,9 +400,11 @@ def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: 
                   **_status_record(status, n_samples, label_scale, config),
                   "bytes_streamed": status.beats * layout.beat_bytes}
         model = engine.model / float(1 << config.model_frac)
-        loss = _finite_loss(exact_loss(model), epoch, settings) if exact_loss else None
-        record["loss"] = loss
-        record["loss_original_units"] = None if loss is None else _original(loss, label_scale)
+        for index, (key, loss_of) in enumerate(losses.items()):
+            loss = loss_of(model)
+            record[key] = divergence.check(loss, epoch, _LOSS_NAMES[key]) if index == 0 \
+                else loss
+            record[f"{key}_original_units"] = _original(loss, label_scale)
         record["seconds"] = time.perf_counter() - started
         report["epochs"].append(record)
         if checked:
@@ -351,12 +414,21 @@ def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: 
             progress(epoch, record)
     if checked:
         _check_engine(report, backend, settings, params, jobs, expected, n_features, progress,
-                      exact_loss, label_scale)
+                      losses, label_scale)
     return engine
 
 
+#: What each loss of a record is (also the report's "loss_labels").
+_LOSS_NAMES = {
+    "loss": "training loss",
+    "loss_dequantized": "loss on the dequantized data",
+    "loss_eval": "loss on the evaluation data",
+    "engine_loss": "on-chip loss",
+}
+
+
 def _check_engine(report, backend, settings, params, jobs, expected, n_features, progress,
-                  exact_loss, label_scale) -> None:
+                  losses, label_scale) -> None:
     """Run the epochs on the engine backend and check each against the golden model."""
 
     def on_epoch(done):
@@ -374,14 +446,14 @@ def _check_engine(report, backend, settings, params, jobs, expected, n_features,
         cycles = hw["cycles_busy"]
         # The record's losses become the simulated engine's own; the golden ones are kept.
         job = jobs[record["epoch"] - 1]
-        record["golden_loss"], record["golden_engine_loss"] = record["loss"], \
+        record["golden_loss"], record["golden_engine_loss"] = record.get("loss"), \
             record["engine_loss"]
         record["engine_loss"] = hw["loss"] / float(1 << LOSS_ACC_FRAC) / (2 * job.samples)
         record["engine_loss_original_units"] = _original(record["engine_loss"], label_scale)
-        if exact_loss is not None:
-            words = np.asarray(result["model_words"], dtype=np.float64)
-            record["loss"] = exact_loss(words / float(1 << job.config.model_frac))
-            record["loss_original_units"] = _original(record["loss"], label_scale)
+        words = np.asarray(result["model_words"], dtype=np.float64)
+        for key, loss_of in losses.items():
+            record[key] = loss_of(words / float(1 << job.config.model_frac))
+            record[f"{key}_original_units"] = _original(record[key], label_scale)
         record.update({"bit_exact": bool(exact), "cycles": cycles,
                        "cycles_starved": hw["cycles_starved"],
                        "cycles_update_stall": hw["cycles_update_stall"],
@@ -401,31 +473,89 @@ def _status_record(status, n_samples: int, label_scale: float, config: RunConfig
             "loss_saturated": status.loss_saturated, "step_word": config.step}
 
 
-def train_stream_file(stream: StreamFile, settings: TrainSettings, progress=None) -> dict:
-    """Train the engine (golden model, or the simulated engine checked against it) on a
-    ``.zsgd`` file; epoch ``k`` reads stored stream ``(k - 1) mod epoch_count``.  The file's
-    encoding, bits and bus width override ``settings``'.  Only the engine's own loss is known
-    (the float data are not in the file)."""
+def train_stream_file(stream: EpochStreams, settings: TrainSettings, progress=None,
+                      eval_data: ScaledData | None = None) -> dict:
+    """Train the engine (golden model, or an engine backend checked against it) on a packed
+    data set (a ``.zsgd`` :class:`~zipsgd.host.zsgd_file.StreamFile` or a
+    :class:`~zipsgd.host.packed.PackedData`); epoch ``k`` reads stored stream ``(k - 1) mod
+    epoch_count``.  The stream's encoding, bits and bus width override ``settings``'.
+
+    Every epoch records ``loss_dequantized``, the loss of the model on the data of the first
+    stored epoch as the engine decodes it, and, with ``eval_data`` (the original samples scaled
+    by the stream's own scale table), ``loss_eval`` on them: both compare with float SGD's
+    loss.  ``engine_loss`` is the on-chip loss (``docs/LOSS.md``).  An automatic
+    step is chosen from ``eval_data`` if given, else from the dequantized data.
+    """
     header = stream.header
     if get_backend(settings.backend).kind == "float":
         raise ConfigError(f"a .zsgd file trains on the golden model or an engine backend (not "
                           f"float SGD, which needs the unquantized data), found "
                           f"{settings.backend!r}")
     if header.levels is not None:
-        raise ConfigError(f"{stream.path} carries a level table: expected uniform levels (the "
+        raise ConfigError(f"{stream.name} carries a level table: expected uniform levels (the "
                           "current engine and its model decode uniform levels only)")
     layout = header.layout
     settings = TrainSettings(**{**asdict(settings), "encoding": layout.encoding.name.lower(),
                                 "bits": layout.bits, "bus_width": layout.bus_width})
+    if eval_data is not None and eval_data.features.shape[1] != header.n_features:
+        raise ConfigError(f"the evaluation data have {eval_data.features.shape[1]} features: "
+                          f"expected {header.n_features}, as in {stream.name}")
+    dequantized = _DequantizedLoss(stream, settings)
+    if eval_data is not None:
+        settings, step = settings.with_step_for(eval_data.features, eval_data.labels)
+    else:
+        settings, step = settings.with_step_for(*dequantized.head(), header.n_samples)
     engine_run_config(settings, header.n_features, 1)  # the registers, before any work
-    report = _report_base(str(stream.path), settings, header.n_samples, header.n_features)
+    report = _report_base(stream.name, settings, header.n_samples, header.n_features)
+    report["step_size"] = step
+    losses = {"loss_dequantized": dequantized}
+    if eval_data is not None:
+        report["eval_source"] = eval_data.name
+        losses = {"loss_eval": _exact_loss(eval_data, settings), **losses}
+    report["loss_labels"] = {key: _LOSS_NAMES[key] for key in (*losses, "engine_loss")}
+    start = next(iter(losses.values()))(np.zeros(header.n_features))
 
     def payload_for(epoch):  # read, checked and converted chunk by chunk as the model goes
         return restream_v1(stream.iter_epoch_chunks((epoch - 1) % header.epoch_count), layout,
                            header.n_features, header.n_samples)
 
     engine = _engine_epochs(report, settings, header.n_features, header.n_samples, payload_for,
-                            float(header.scales[0]), None, progress)
+                            float(header.scales[0]), losses, _Divergence(settings, start),
+                            progress)
     scaler = Scaler.from_table(header.offsets, header.scales, intercept=header.intercept)
     return _finish(report, engine.model / float(1 << settings.model_frac),
                    scaler.inverse_model, engine)
+
+
+def _exact_loss(data: ScaledData, settings: TrainSettings):
+    def loss(model):
+        return objective(data.features, data.labels, model, settings.l2, settings.l1)
+    return loss
+
+
+class _DequantizedLoss:
+    """The loss of a model on the first stored epoch as the engine decodes it, read chunk by
+    chunk (a file larger than memory too)."""
+
+    def __init__(self, stream: EpochStreams, settings: TrainSettings):
+        self.stream, self.settings = stream, settings
+
+    def _blocks(self, max_samples: int = 65536):
+        layout, levels = self.stream.layout, self.stream.header.levels
+        for fields in self.stream.iter_fields(0, max_samples):
+            yield dequantize_fields(fields, layout, levels)
+
+    def head(self) -> tuple[np.ndarray, np.ndarray]:
+        """The first :data:`~zipsgd.host.step_size.SAMPLE_ROWS` samples (features, labels)."""
+        labels, features = next(self._blocks(SAMPLE_ROWS))
+        return features, labels
+
+    def __call__(self, model: np.ndarray) -> float:
+        squares, count = 0.0, 0
+        with np.errstate(over="ignore", invalid="ignore"):
+            for labels, features in self._blocks():
+                residual = features @ model - labels
+                squares += float(residual @ residual)
+                count += labels.shape[0]
+            return (0.5 * squares / count + 0.5 * self.settings.l2 * float(model @ model)
+                    + self.settings.l1 * float(np.abs(model).sum()))

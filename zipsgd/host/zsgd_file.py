@@ -41,8 +41,8 @@ from ..spec.stream import (
 from .output import atomic_output
 
 __all__ = ["MAGIC", "VERSION", "HEADER_FIELDS", "FIXED_BYTES", "FLAG_INTERCEPT", "Scaling",
-           "LabelFormat", "StreamHeader", "StreamWriter", "StreamFile", "atomic_output",
-           "write_stream", "with_epochs"]
+           "LabelFormat", "StreamHeader", "StreamWriter", "EpochStreams", "StreamFile",
+           "atomic_output", "write_stream", "with_epochs"]
 
 MAGIC = b"\x89ZSGD\r\n\x1a"
 #: The payload is read and checked in chunks of at most this many bytes (whole beats).
@@ -331,7 +331,63 @@ class StreamWriter:
         return self._output.__exit__(exc_type, exc, tb)
 
 
-class StreamFile:
+class EpochStreams:
+    """The epochs of a packed data set, wherever they are: a ``.zsgd`` file
+    (:class:`StreamFile`) or memory (:class:`zipsgd.host.packed.PackedData`).  A subclass sets
+    ``header`` and ``payload_crc32`` and gives :meth:`iter_epoch_chunks`."""
+
+    header: StreamHeader
+    payload_crc32: int
+    #: What reports call the data (the file's path, or the name of the arrays).
+    name: str
+
+    @property
+    def layout(self) -> StreamLayout:
+        return self.header.layout
+
+    def iter_epoch_chunks(self, index: int) -> Iterator[np.ndarray]:
+        """The packed stream of the ``index``-th epoch stored (0-based) as uint8 chunks of
+        whole beats."""
+        raise NotImplementedError
+
+    def epoch_payload(self, index: int) -> np.ndarray:
+        """The packed stream of the ``index``-th epoch stored, whole, in memory."""
+        return np.concatenate(list(self.iter_epoch_chunks(index)))
+
+    def iter_fields(self, index: int, max_samples: int = 65536) -> Iterator[np.ndarray]:
+        """The samples of the ``index``-th stored epoch as uint64 field arrays ``(k,
+        n_features + 1)`` (label first) of at most ``max_samples`` rows, read chunk by chunk
+        (:meth:`iter_epoch_chunks`); a sample split between two chunks comes whole."""
+        header = self.header
+        unpacker = StreamUnpacker(header.layout, header.n_features, header.n_samples,
+                                  max_samples)
+        for chunk in self.iter_epoch_chunks(index):
+            yield from unpacker.feed(chunk)
+        unpacker.finish()
+
+    def info(self) -> dict:
+        """The header and sizes, as ``zipsgd inspect`` prints them."""
+        h = self.header
+        raw = StreamLayout.make("raw32", 32, h.layout.bus_width)
+        raw_bytes = raw.stream_bytes(h.n_features, h.n_samples) * h.epoch_count
+        return {
+            "file": self.name, "version": VERSION,
+            "encoding": h.layout.encoding.name.lower(), "bits": h.layout.bits,
+            "bus_width": h.layout.bus_width, "field_width": h.layout.field_width,
+            "levels": "uniform" if h.levels is None else "table",
+            "n_samples": h.n_samples, "n_features": h.n_features,
+            "beats_per_epoch": h.beats_per_epoch, "epoch_first": h.epoch_first,
+            "epoch_count": h.epoch_count, "seed": h.seed, "scaling": h.scaling.name.lower(),
+            "label_format": h.label_format.name.lower(), "header_bytes": h.header_bytes,
+            "payload_bytes": h.payload_bytes, "payload_crc32": f"{self.payload_crc32:#010x}",
+            "bits_per_value": h.bits_per_value,
+            "bits_per_value_limit": h.layout.field_width * (h.n_features + 1) / h.n_features,
+            "raw32_payload_bytes": raw_bytes,
+            "compression_vs_raw32": raw_bytes / h.payload_bytes,
+        }
+
+
+class StreamFile(EpochStreams):
     """A ``.zsgd`` file opened for reading.
 
     Opening checks the header (magic, version, CRC, consistency) and the file size; with
@@ -350,6 +406,7 @@ class StreamFile:
 
     def __init__(self, path, verify_payload: bool = True):
         self.path = Path(path)
+        self.name = str(self.path)
         try:
             kind = self.path.stat().st_mode
             if not stat.S_ISREG(kind):  # opening a FIFO would wait for a writer forever
@@ -413,10 +470,6 @@ class StreamFile:
                                     f" computed {crc:#010x}")
         self._chunk_crcs = chunk_crcs
 
-    @property
-    def layout(self) -> StreamLayout:
-        return self.header.layout
-
     def iter_epoch_chunks(self, index: int) -> Iterator[np.ndarray]:
         """The packed stream of the ``index``-th epoch stored (0-based), as uint8 chunks of
         whole beats read from the file, each checked against the CRC taken when the file was
@@ -443,22 +496,6 @@ class StreamFile:
         except OSError as error:
             raise StreamFormatError(f"{self.path}: cannot read the payload: "
                                     f"{(error.strerror or str(error)).lower()}") from None
-
-    def epoch_payload(self, index: int) -> np.ndarray:
-        """The packed stream of the ``index``-th epoch stored, whole, in memory (checked as
-        :meth:`iter_epoch_chunks` checks it)."""
-        return np.concatenate(list(self.iter_epoch_chunks(index)))
-
-    def iter_fields(self, index: int, max_samples: int = 65536) -> Iterator[np.ndarray]:
-        """The samples of the ``index``-th stored epoch as uint64 field arrays ``(k,
-        n_features + 1)`` (label first) of at most ``max_samples`` rows, read chunk by chunk
-        (:meth:`iter_epoch_chunks`); a sample split between two chunks comes whole."""
-        header = self.header
-        unpacker = StreamUnpacker(header.layout, header.n_features, header.n_samples,
-                                  max_samples)
-        for chunk in self.iter_epoch_chunks(index):
-            yield from unpacker.feed(chunk)
-        unpacker.finish()
 
 
 def _file_kind(mode: int) -> str:
