@@ -1,0 +1,100 @@
+"""The update unit of engine v2: a feature's batch gradient and model word in, the new model
+word and its forward operand out (``docs/ENGINE.md``, stage 6 and "Engine v2"; the golden
+model's ``_update``).  ``U = W/32`` units run side by side, unit ``u`` taking model words
+``m = u (mod U)``.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from zipsgd.spec.engine import DECAY_FRAC, DECAY_WIDTH, MODEL_STORAGE_WIDTH
+from zipsgd.spec.engine2 import FORWARD_WIDTH
+from zipsgd.spec.fixed import RAND_BITS, RoundingMode
+
+from ..arith import Rounder, format_limits, saturate, saturate_runtime
+
+__all__ = ["UpdateUnit", "LATENCY"]
+
+#: Cycles from the inputs to the outputs: gradient step (3), saturation, decay product,
+#: decay rounding (2), threshold, forward operand (3) and its clamp.
+LATENCY = 13
+_MAX_UPDATE_SHIFT = 40
+_MAX_FORWARD_SHIFT = 30
+
+
+class UpdateUnit(wiring.Component):
+    """One model word per cycle.  Settings (fixed while busy): ``update_shift`` (``FL_e + 8 -
+    FL_m``), ``forward_shift`` (``FL_m - FL_f``), ``model_width``, ``rounding``, ``decay``,
+    ``threshold``."""
+
+    def __init__(self, gradient_width: int):
+        self.gradient_width = gradient_width
+        super().__init__({
+            "valid": In(1), "gradient": In(signed(gradient_width)),
+            "word": In(signed(MODEL_STORAGE_WIDTH)), "rand": In(2 * RAND_BITS),
+            "update_shift": In(6), "forward_shift": In(5), "model_width": In(6),
+            "rounding": In(2), "decay": In(DECAY_WIDTH), "threshold": In(31),
+            "out_valid": Out(1), "new_word": Out(signed(MODEL_STORAGE_WIDTH)),
+            "forward": Out(signed(FORWARD_WIDTH)),
+            "model_clipped": Out(1), "forward_clipped": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        mw = MODEL_STORAGE_WIDTH
+        delays = []
+
+        def delay(value, cycles, name):
+            for i in range(cycles):
+                nxt = Signal.like(value, name=f"{name}_d{i}")
+                m.d.sync += nxt.eq(value)
+                value = nxt
+            delays.append(name)
+            return value
+
+        # 1. step = round_m(G, update_shift) (low random bits).
+        width = max(self.gradient_width, _MAX_UPDATE_SHIFT + 1) + 1
+        g = Signal(signed(width))
+        m.d.comb += g.eq(self.gradient)
+        step_rounder = Rounder(m, self.update_shift, self.rounding, _MAX_UPDATE_SHIFT, "step")
+        step, lat1 = step_rounder.pipelined(m, g, self.rand[:RAND_BITS], "step")
+        word1 = delay(self.word, lat1, "word")
+        high1 = delay(self.rand[RAND_BITS:], lat1, "rand_high")
+        # 2. x1 = sat_WLm(x - step).
+        hi, lo = format_limits(m, self.model_width, mw, "model")
+        x1, clipped = saturate_runtime(word1 - step, hi, lo, mw)
+        x1r, clip_r = Signal(signed(mw)), Signal()
+        m.d.sync += [x1r.eq(x1), clip_r.eq(clipped)]
+        high2 = delay(high1, 1, "rand_high2")
+        # 3. x2 = x1 - round_m(eta x1, 24) (high random bits); eta < 1, so |x2| <= |x1|.
+        product = Signal(signed(mw + DECAY_WIDTH + 1))
+        m.d.sync += product.eq(x1r * Cat(self.decay, Const(0, 1)).as_signed())
+        x1p, high3 = delay(x1r, 1, "x1"), delay(high2, 1, "rand_high3")
+        decay_rounder = Rounder(m, DECAY_FRAC, self.rounding, DECAY_FRAC, "decay")
+        decay, lat3 = decay_rounder.pipelined(m, product, high3, "decay")
+        x1q = delay(x1p, lat3, "x1q")
+        x2 = Signal(signed(mw + 1))
+        m.d.sync += x2.eq(x1q - decay)
+        # 4. x3 = sign(x2) max(|x2| - tau, 0).
+        x3 = Signal(signed(mw))
+        shrunk_pos, shrunk_neg = x2 - self.threshold, x2 + self.threshold
+        m.d.sync += x3.eq(Mux(x2[-1], Mux(shrunk_neg[-1], shrunk_neg, 0),
+                              Mux(shrunk_pos[-1], 0, shrunk_pos)))
+        # 5. x_f = sat_18(round_half_even(x3, FL_m - FL_f)).
+        fwd_rounder = Rounder(m, self.forward_shift, Const(RoundingMode.HALF_EVEN, 2),
+                              _MAX_FORWARD_SHIFT, "fwd")
+        wide = Signal(signed(mw + 1))
+        m.d.comb += wide.eq(x3)
+        rounded, lat5 = fwd_rounder.pipelined(m, wide, Const(0, RAND_BITS), "fwd")
+        forward, fclip = saturate(rounded, FORWARD_WIDTH)
+        x3d = delay(x3, lat5, "x3")
+        valid = delay(self.valid, lat1 + 1 + 1 + lat3 + 1 + 1 + lat5, "valid")
+        mclip = delay(clip_r, 1 + lat3 + 1 + 1 + lat5, "mclip")
+        m.d.sync += [self.new_word.eq(x3d), self.forward.eq(forward),
+                     self.forward_clipped.eq(fclip), self.model_clipped.eq(mclip),
+                     self.out_valid.eq(valid)]
+        assert lat1 + 1 + 1 + lat3 + 1 + 1 + lat5 + 1 == LATENCY, (lat1, lat3, lat5)
+        return m
