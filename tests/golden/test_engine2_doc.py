@@ -22,6 +22,7 @@ def find(pattern: str) -> tuple[str, ...]:
 def test_widths_and_formats():
     assert int(find(r"B_max` \(at most (\d+)\)")[0]) == E2.MAX_BATCH2
     assert int(find(r"`U = W/(\d+)`")[0]) == 64 // E2.update_units(64)
+    assert int(find(r"`R = W/(\d+)`")[0]) == 64 // EngineParams2(64).residual_generators
     assert int(find(r"v2 raw fraction bits (\d+)")[0]) == E2.RAW_FEATURE_FRAC2
     assert int(find(r"`F = \(w \+ 2\^(\d+)\) >> \d+`")[0]) == E2.RAW_ROUND_SHIFT - 1
     assert int(find(r"`F = \(w \+ 2\^\d+\) >> (\d+)`")[0]) == E2.RAW_ROUND_SHIFT

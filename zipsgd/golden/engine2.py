@@ -29,7 +29,7 @@ from ..spec.engine2 import (
 )
 from ..spec.errors import ConfigError
 from ..spec.fixed import RAND_BITS, RoundingMode, align, saturate, shift_right
-from ..spec.rng import XorshiftBank
+from ..spec.rng import XorshiftBank, generate, seed_states
 from ..spec.stream import RAW_ONE, Encoding, StreamLayout, decode_fields
 
 __all__ = ["GoldenEngine2", "decode2", "forward_operand"]
@@ -90,7 +90,27 @@ class GoldenEngine2:
 
     def load_seed(self, seed: int) -> None:
         """The seed register write: reloads the update and residual generators."""
-        self.bank = XorshiftBank(self.params.update_units, seed)
+        units, draws = self.params.update_units, self.params.residual_generators
+        states = seed_states(seed, units + draws)
+        self.bank = XorshiftBank(units, seed)              # the update generators
+        self.residual_states = states[units:].copy()
+        self.residual_count = 0                            # samples drawn since the seed
+
+    def _residual_draws(self, count: int) -> np.ndarray:
+        """Low 16 bits for the next ``count`` samples: sample ``s`` (counted from the seed
+        write) steps residual generator ``s mod R``."""
+        draws = self.params.residual_generators
+        first = self.residual_count
+        index = np.arange(first, first + count)
+        out = np.empty(count, dtype=np.int64)
+        for r in range(draws):
+            mine = index[index % draws == r]
+            if mine.size:
+                outputs, self.residual_states[r:r + 1] = generate(self.residual_states[r:r + 1],
+                                                                 mine.size)
+                out[index % draws == r] = outputs[:, 0].astype(np.int64) & _RAND_MASK
+        self.residual_count += count
+        return out
 
     def write_model(self, words) -> None:
         words = np.asarray(words, dtype=np.int64)
@@ -139,7 +159,7 @@ class GoldenEngine2:
         status.loss_saturated |= bool(clipped.any()) or total >= 1 << LOSS_ACC_WIDTH
         status.loss_acc = min(total, (1 << LOSS_ACC_WIDTH) - 1)
         # The scaled residual e = sat(round(a * r, residual_shift)), one draw per sample.
-        rand = (self.bank.step_residual(len(dot)).astype(np.int64) & _RAND_MASK)
+        rand = self._residual_draws(len(dot))
         scaled = [shift_right(int(r) * cfg.step, cfg.residual_shift, cfg.rounding, int(u))
                   for r, u in zip(residual.tolist(), rand.tolist(), strict=True)]
         e = np.clip(np.array(scaled, dtype=object), -RESIDUAL_MAX, RESIDUAL_MAX)

@@ -14,9 +14,9 @@ What changes from v1, and why (``docs/HARDWARE.md``, "Engine v2"):
 * a ``raw32`` word is rounded to 16 fraction bits (18-bit feature word);
 * the step is an unsigned 17-bit mantissa with a run-time shift;
 * the loss is accumulated from the residual rounded to ``<18, 13>``;
-* the model update's random bits come from ``U = W / 32`` update generators, feature ``m``
-  (model word ``m``) from generator ``m mod U``, so the numbers depend on the bus width but
-  not on the lanes.
+* the random bits come from ``U = W / 32`` update generators (model word ``m`` from
+  generator ``m mod U``) and ``R = W / 16`` residual generators (sample ``s`` from generator
+  ``s mod R``), so the numbers depend on the bus width but not on the lanes.
 """
 
 from __future__ import annotations
@@ -103,6 +103,12 @@ class EngineParams2:
     @property
     def update_units(self) -> int:
         return update_units(self.bus_width)
+
+    @property
+    def residual_generators(self) -> int:
+        """Residual generators ``R = W / 16`` (one per group of eight lanes): sample ``s``
+        takes generator ``s mod R``, so the samples a window closes never share one."""
+        return self.bus_width // 16
 
     @property
     def dot_width(self) -> int:
