@@ -63,10 +63,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..spec.errors import ConfigError, DatasetError
+from ..spec.stream import LEVEL_DTYPE, LEVEL_ONE
 
 __all__ = ["METHODS", "DEFAULT_POINTS", "MIN_POINTS", "MAX_POINTS", "MIN_BITS", "MAX_BITS",
            "MAX_EXACT_VALUES", "mean_variance", "optimal_levels", "uniform_levels",
-           "LevelStats"]
+           "LevelStats", "table_words", "table_levels", "solve_table"]
 
 #: Solver names, for :func:`optimal_levels` and :meth:`LevelStats.solve`.
 METHODS = ("exact", "discretized", "approx2")
@@ -514,3 +515,82 @@ def _weights(weights, size: int) -> np.ndarray:
                           f"{weights.shape[0]}")
     return weights
 
+
+
+# --------------------------------------------------------------------------------------------
+# Level tables: the solvers' levels in the file's fixed-point format
+
+
+def table_words(levels, constant=None) -> np.ndarray:
+    """Round levels on scaled values (rows ``(2**b + 1,)``, within [-1, 1]) to a level table.
+
+    Every row becomes int16 words ``value * 256`` (:data:`~zipsgd.spec.stream.LEVEL_ONE` = 256):
+
+    * the first and last words are ``-256`` and ``+256`` whatever the solver's endpoints (with
+      minmax scaling these *are* the column's minimum and maximum, so nothing is lost);
+    * interior word ``i`` is ``rint(256 * l_i)`` clamped to ``[-256 + i, 256 - (s - i)]``
+      (room for the words on either side), then raised to ``word[i-1] + 1`` where it does not
+      exceed its left neighbour.  Each word stays within its clamp range, so the row strictly
+      increases and ends at +256; a word moves from its rounded value only where levels lie
+      closer than 1/256 (at ``b = 8`` every row is the uniform one);
+    * a row marked in ``constant`` (a column whose minimum equals its maximum: a constant
+      feature, 0 after minmax scaling, or the intercept column, 1) gets the uniform row, which
+      holds -1, 0 and +1 exactly: the column's value is on a level and has variance 0.
+
+    Raises
+    ------
+    ConfigError
+        If the levels are not finite, or the rows do not have ``2**b + 1`` entries, b = 1..8.
+    """
+    levels = np.asarray(levels, dtype=np.float64)
+    if levels.ndim != 2 or levels.shape[1] - 1 not in [1 << b for b in range(MIN_BITS,
+                                                                             MAX_BITS + 1)]:
+        raise ConfigError(f"expected levels of shape (columns, 2**b + 1), b = {MIN_BITS}.."
+                          f"{MAX_BITS}, found {levels.shape}")
+    if not np.all(np.isfinite(levels)):
+        row, entry = np.argwhere(~np.isfinite(levels))[0]
+        raise ConfigError(f"levels row {row} (0 = label), entry {entry}: expected a finite "
+                          f"value, found {levels[row, entry]}")
+    s = levels.shape[1] - 1
+    i = np.arange(s + 1)
+    words = np.clip(np.rint(levels * LEVEL_ONE), -LEVEL_ONE + i, LEVEL_ONE - (s - i))
+    words[:, 0], words[:, -1] = -LEVEL_ONE, LEVEL_ONE
+    for k in range(1, s):  # a collision moves the later word up (its clamp leaves room)
+        words[:, k] = np.maximum(words[:, k], words[:, k - 1] + 1)
+    if constant is not None:
+        uniform = (2 * i - s) * (LEVEL_ONE // s)
+        words[np.asarray(constant, dtype=bool)] = uniform
+    return words.astype(LEVEL_DTYPE)
+
+
+def table_levels(words) -> np.ndarray:
+    """The level values a table decodes to (``word / 256``, exact in float64): what the host
+    quantizes onto, so that both samples are unbiased with respect to the stored levels."""
+    return np.asarray(words, dtype=np.float64) / LEVEL_ONE
+
+
+def solve_table(stats: LevelStats, bits: int, method: str = "discretized", *,
+                offsets=None, scales=None, intercept: bool = False) -> np.ndarray:
+    """The level table of the columns ``stats`` saw, for values scaled by ``(x - offset) /
+    scale`` (the scaler's table, label first; none given: the values are already scaled).
+
+    The levels are solved on the raw values and mapped through the scaling (the problem
+    commutes with affine maps), then rounded by :func:`table_words`; constant columns get the
+    uniform row, and with ``intercept`` a uniform row is appended for the intercept column.
+
+    Raises
+    ------
+    ConfigError
+        As :meth:`LevelStats.solve` and :func:`table_words`.
+    """
+    levels = stats.solve(bits, method)
+    low, high = stats.range()
+    if offsets is not None:
+        offsets = np.asarray(offsets, dtype=np.float64)[:, None]
+        scales = np.asarray(scales, dtype=np.float64)[:, None]
+        levels = (levels - offsets) / scales
+    constant = low == high
+    if intercept:
+        levels = np.vstack([levels, np.linspace(-1.0, 1.0, levels.shape[1])])
+        constant = np.append(constant, True)
+    return table_words(np.clip(levels, -1.0, 1.0), constant)
