@@ -63,12 +63,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..spec.errors import ConfigError, DatasetError
-from ..spec.stream import LEVEL_DTYPE, LEVEL_ONE
+from ..spec.stream import LEVEL_DTYPE, LEVEL_ONE, Encoding, StreamLayout
+from ..spec.stream import uniform_levels as uniform_table
+from .quantize import level_intervals
 
 __all__ = ["METHODS", "DEFAULT_POINTS", "MIN_POINTS", "MAX_POINTS", "MIN_BITS", "MAX_BITS",
            "MAX_EXACT_VALUES", "mean_variance", "optimal_levels", "uniform_levels",
-           "LevelStats", "table_words", "table_levels", "solve_table"]
+           "LevelStats", "table_words", "table_levels", "solve_table", "LEVEL_CHOICES",
+           "check_level_options", "table_variance", "level_summary"]
 
+#: What ``--levels`` takes: the uniform table, or variance-optimal levels per column.
+LEVEL_CHOICES = ("uniform", "optimal")
 #: Solver names, for :func:`optimal_levels` and :meth:`LevelStats.solve`.
 METHODS = ("exact", "discretized", "approx2")
 #: Default number of bins ``M`` of the discretized solver and of :class:`LevelStats`.
@@ -437,11 +442,15 @@ class LevelStats:
         self.rows += table.shape[0]
 
     @classmethod
-    def from_source(cls, source, *, points: int = DEFAULT_POINTS, chunk_rows: int = 65536):
-        """One pass over a :class:`~zipsgd.host.datasets.DataSource`."""
+    def from_source(cls, source, *, points: int = DEFAULT_POINTS, chunk_rows: int = 65536,
+                    progress=None):
+        """One pass over a :class:`~zipsgd.host.datasets.DataSource` (``progress``, if given,
+        is called with the row count of every chunk)."""
         stats = cls(source.n_features, points=points)
         for labels, features in source.iter_chunks(chunk_rows):
             stats.update(labels, features)
+            if progress is not None:
+                progress(labels.shape[0])
         return stats
 
     def range(self) -> tuple[np.ndarray, np.ndarray]:
@@ -594,3 +603,71 @@ def solve_table(stats: LevelStats, bits: int, method: str = "discretized", *,
         levels = np.vstack([levels, np.linspace(-1.0, 1.0, levels.shape[1])])
         constant = np.append(constant, True)
     return table_words(np.clip(levels, -1.0, 1.0), constant)
+
+
+def check_level_options(levels, method: str, points: int, layout: StreamLayout,
+                        scaling=None) -> None:
+    """Refuse level options that cannot run, before any pass over the data.
+
+    ``levels`` is None (no table), ``"uniform"`` or ``"optimal"``; optimal levels need
+    ``scaling`` minmax (the table's rows run from -1 to +1: with minmax scaling those are
+    each column's minimum and maximum), given as a string or enum name.
+
+    Raises
+    ------
+    ConfigError
+        Naming the option and the value found.
+    """
+    if levels is None:
+        return
+    if levels not in LEVEL_CHOICES:
+        raise ConfigError(f"levels must be one of {', '.join(LEVEL_CHOICES)}, found {levels!r}")
+    if layout.encoding is Encoding.RAW32:
+        raise ConfigError(f"--levels {levels} with raw32: expected double or single encoding "
+                          "(raw32 values have no levels)")
+    _check_method(method)
+    _check_points(points)
+    if levels == "optimal" and scaling is not None \
+            and str(getattr(scaling, "name", scaling)).lower() != "minmax":
+        raise ConfigError(f"--levels optimal scales every column with minmax (so the table's "
+                          f"-1 and +1 are its minimum and maximum), found scaling "
+                          f"{str(getattr(scaling, 'name', scaling)).lower()}")
+
+
+def table_variance(chunks, scaler, table) -> tuple[np.ndarray, np.ndarray]:
+    """Mean variance per column (label first) of stochastic rounding onto a level table and onto
+    the uniform table, over the rows of ``chunks`` (raw ``(labels, features)`` blocks, e.g. a
+    source's ``iter_chunks``) scaled by ``scaler``; exact, in one pass of bounded memory.
+
+    Returns ``(stored, uniform)``, float64 arrays ``(n_features + 1,)`` in scaled units.
+    """
+    table = np.asarray(table)
+    bits = (table.shape[1] - 1).bit_length() - 1
+    tables = (table_levels(table), table_levels(uniform_table(bits, table.shape[0] - 1)))
+    totals, rows = [np.zeros(table.shape[0]), np.zeros(table.shape[0])], 0
+    for labels, features in chunks:
+        values = np.column_stack(scaler.transform(labels, features))
+        for total, levels in zip(totals, tables, strict=True):
+            index, prob = level_intervals(values, levels, bits)
+            gap = np.diff(levels, axis=1)[np.arange(values.shape[1]), index]
+            total += (gap * gap * prob * (1 - prob)).sum(axis=0)
+        rows += values.shape[0]
+    if rows == 0:
+        raise DatasetError("expected at least one row to measure the variance, found none")
+    return totals[0] / rows, totals[1] / rows
+
+
+def level_summary(table, ends: int = 3) -> list[dict]:
+    """Per row of a level table (label first): the first and last ``ends`` levels (every
+    level, and ``last`` empty, when there are at most ``2 * ends + 1``) and the least and
+    median spacing, as values (``word / 256``)."""
+    levels = table_levels(table)
+    rows = []
+    for j, row in enumerate(levels):
+        gaps = np.diff(row)
+        short = row.size <= 2 * ends + 1
+        rows.append({"column": "label" if j == 0 else f"feature {j}",
+                     "first": row.tolist() if short else row[:ends].tolist(),
+                     "last": [] if short else row[-ends:].tolist(),
+                     "min_spacing": float(gaps.min()), "median_spacing": float(np.median(gaps))})
+    return rows

@@ -26,10 +26,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..spec.errors import ConfigError
-from ..spec.stream import RAW_FEATURE_FRAC, Encoding, StreamLayout
+from ..spec.stream import LEVEL_ONE, RAW_FEATURE_FRAC, Encoding, StreamLayout
 
-__all__ = ["epoch_rng", "quantize_fields", "quantize_fields_levels", "level_intervals",
-           "level_values"]
+__all__ = ["epoch_rng", "quantize_fields", "quantize_fields_levels", "quantize_table",
+           "level_intervals", "level_values"]
 
 
 def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
@@ -110,6 +110,17 @@ def quantize_fields_levels(labels: np.ndarray, features: np.ndarray, layout: Str
                           "encoding with levels")
     index, prob = level_intervals(values, levels, layout.bits)
     return _sample_fields(index, prob, layout, rng)
+
+
+def quantize_table(labels: np.ndarray, features: np.ndarray, layout: StreamLayout,
+                   rng: np.random.Generator | None, table=None) -> np.ndarray:
+    """:func:`quantize_fields`, or, given a level table (int16 words, ``.zsgd`` format),
+    :func:`quantize_fields_levels` onto the values it decodes to (``word / 256``): the host
+    rounds onto exactly the levels the engine decodes."""
+    if table is None:
+        return quantize_fields(labels, features, layout, rng)
+    levels = np.asarray(table, dtype=np.float64) / LEVEL_ONE
+    return quantize_fields_levels(labels, features, layout, rng, levels)
 
 
 def level_intervals(values: np.ndarray, levels: np.ndarray,
