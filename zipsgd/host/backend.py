@@ -17,8 +17,8 @@ A backend is one of three kinds (:attr:`Backend.kind`):
 ``float``, ``golden`` and ``golden2`` are defined here.  The backends that run the generated
 engine live above this layer (``zipsgd.backends``: ``verilator``, ``board``, ``board-sim``) and
 register by the ``zipsgd.backends`` entry-point group of the package metadata, which is how a
-backend from another package joins too: :func:`get_backend` loads one by name when a run asks for it,
-so the host package never imports the layers above it.
+backend from another package joins too: :func:`get_backend` loads one by name when a run asks
+for it, so the host package never imports the layers above it.
 """
 
 from __future__ import annotations
