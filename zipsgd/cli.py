@@ -36,6 +36,7 @@ from .host.pack import default_chunk_rows, pack_source
 from .host.perf import PLATFORMS, perf_table
 from .host.scaling import Scaler
 from .host.study import run_convergence_study, run_demo
+from .host.study_levels import LEVEL_DATASETS, run_levels_study
 from .host.time_to_accuracy import (
     REFERENCES,
     format_table,
@@ -416,6 +417,7 @@ def _add_study(sub) -> None:
     c.add_argument("--out", default="docs/results", help="folder for the table and plots")
     c.add_argument("--force", action="store_true", help="overwrite existing results")
     c.set_defaults(run=_run_study)
+    _add_levels_study(which)
     t = _subparser(which, "performance", "time to accuracy of every encoding on two platforms, "
                                          "with a measured CPU baseline")
     t.add_argument("--datasets", nargs="+",
@@ -430,6 +432,40 @@ def _add_study(sub) -> None:
     t.add_argument("--out", default="docs/results", help="folder for the table and plots")
     t.add_argument("--force", action="store_true", help="overwrite existing results")
     t.set_defaults(run=_run_performance_study)
+
+
+def _add_levels_study(which) -> None:
+    v = _subparser(which, "levels", "uniform vs variance-optimal levels at b=1..6: variance, "
+                                    "final loss, bits to reach float SGD + 1%")
+    v.add_argument("--datasets", nargs="+", default=list(LEVEL_DATASETS), help="data sources")
+    v.add_argument("--bits", nargs="+", type=int, default=list(range(1, 7)),
+                   help="interval-index bits b")
+    v.add_argument("--epochs", type=int, default=None,
+                   help="epochs of every data set (none given: each data set's own)")
+    v.add_argument("--seeds", type=int, default=3,
+                   help="quantization seeds whose final losses are averaged")
+    v.add_argument("--rows", type=int, default=None,
+                   help="keep only the first rows of every data set (a quick run)")
+    v.add_argument("--plot-bits", nargs=2, type=int, default=[2, 4],
+                   help="the two b of the loss-against-epochs plot")
+    v.add_argument("--confirm", nargs="*", default=[],
+                   help="data sets of the study to rerun on the golden2 backend")
+    v.add_argument("--confirm-bits", nargs="+", type=int, default=[2, 4],
+                   help="the b of the golden2 confirmation")
+    v.add_argument("--out", default="docs/results", help="folder for the table and plots")
+    v.add_argument("--force", action="store_true", help="overwrite existing results")
+    v.set_defaults(run=_run_levels_study)
+
+
+def _run_levels_study(args) -> int:
+    summary = run_levels_study(args.datasets, bits=args.bits, epochs=args.epochs,
+                               out=args.out, force=args.force, seeds=args.seeds,
+                               plot_bits=tuple(args.plot_bits), confirm=args.confirm,
+                               confirm_bits=tuple(args.confirm_bits), rows=args.rows)
+    goal = summary["goal"]
+    print(f"goal: fewer bits on two real sets {'met' if goal['fewer_bits_met'] else 'not met'}"
+          f"; never worse {'met' if goal['never_worse_met'] else 'not met'}")
+    return 0
 
 
 def _run_study(args) -> int:

@@ -56,9 +56,9 @@ from .quantize import epoch_rng, quantize_fields, quantize_table
 from .scaling import ColumnStats, Scaler
 from .zsgd_file import Scaling, StreamFile
 
-__all__ = ["TrainSettings", "ScaledData", "load_scaled", "train_in_memory", "train_stream_file",
-           "engine_run_config", "engine_run_config2", "lssvm_labels", "LOSSES", "UPDATE_MODES",
-           "ROUNDINGS"]
+__all__ = ["TrainSettings", "ScaledData", "load_scaled", "scale_arrays", "train_in_memory",
+           "train_stream_file", "engine_run_config", "engine_run_config2", "lssvm_labels",
+           "LOSSES", "UPDATE_MODES", "ROUNDINGS"]
 
 LOSSES = ("squared", "lssvm")
 UPDATE_MODES = tuple(mode.name.lower() for mode in UpdateMode)
@@ -177,16 +177,23 @@ def load_scaled(spec: str, *, loss: str = "squared", scaling="maxabs", label_col
     """
     source = open_source(spec, label_column=label_column)
     labels, features = source.arrays()
+    extra = {}
+    if getattr(source, "true_model", None) is not None:
+        extra["true_model"] = np.asarray(source.true_model).tolist()
+    return scale_arrays(source.name, labels, features, loss=loss, scaling=scaling,
+                        intercept=intercept, extra=extra)
+
+
+def scale_arrays(name: str, labels, features, *, loss: str = "squared", scaling="maxabs",
+                 intercept: bool = False, extra: dict | None = None) -> ScaledData:
+    """:func:`load_scaled` of arrays already in memory (e.g. with a transformed label)."""
     if loss == "lssvm":
         labels = lssvm_labels(labels)
     stats = ColumnStats.from_arrays(labels, features)
     scaler = Scaler.from_stats(stats, Scaling.parse(scaling), intercept=intercept)
     scaled_labels, scaled_features = scaler.transform(labels, features)
-    extra = {}
-    if getattr(source, "true_model", None) is not None:
-        extra["true_model"] = np.asarray(source.true_model).tolist()
-    return ScaledData(source.name, scaled_labels, scaled_features, scaler.inverse_model,
-                      float(scaler.scales[0]), extra)
+    return ScaledData(name, scaled_labels, scaled_features, scaler.inverse_model,
+                      float(scaler.scales[0]), extra or {})
 
 
 def lssvm_labels(labels: np.ndarray) -> np.ndarray:
