@@ -217,7 +217,8 @@ def _goal(results: list[dict]) -> dict:
              and r["optimal_bits"] is not None
              and r["uniform_bits"] >= GOAL_RATIO * r["optimal_bits"]]
     worse = [{"dataset": r["dataset"], "bits": row["bits"],
-              "gap": row["optimal_loss"] / row["uniform_loss"] - 1} for r in results for row in r["rows"] if row["optimal_loss"] > row["uniform_loss"]]
+              "gap": row["optimal_loss"] / row["uniform_loss"] - 1}
+             for r in results for row in r["rows"] if row["optimal_loss"] > row["uniform_loss"]]
     return {"fewer_bits": fewer, "fewer_bits_met": len(fewer) >= GOAL_SETS, "worse": worse,
             "never_worse_met": not worse}
 
