@@ -408,11 +408,8 @@ def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: 
         record = {"epoch": epoch, "gamma": settings.gamma(epoch),
                   **_status_record(status, n_samples, label_scale, config),
                   "bytes_streamed": status.beats * layout.beat_bytes}
-        model = engine.model / float(1 << config.model_frac)
-        loss = _finite_loss(exact_loss(model), epoch, settings) if exact_loss else None
-        record["loss"] = loss
-        record["loss_original_units"] = None if loss is None else _original(loss, label_scale)
-        record["seconds"] = time.perf_counter() - started
+        _finish_record(record, engine.model / float(1 << config.model_frac), settings,
+                       exact_loss, label_scale, started)
         report["epochs"].append(record)
         if checked:
             jobs.append(EpochJob(config, payload, n_samples, write_seed=epoch == 1))
@@ -423,6 +420,15 @@ def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: 
         _check_engine(report, backend, settings, params, jobs, expected, n_features, progress,
                       exact_loss, label_scale)
     return engine
+
+
+def _finish_record(record: dict, model, settings: TrainSettings, exact_loss,
+                   label_scale: float, started: float) -> None:
+    """An epoch record's exact loss (when the float data are known) and its time."""
+    loss = _finite_loss(exact_loss(model), record["epoch"], settings) if exact_loss else None
+    record["loss"] = loss
+    record["loss_original_units"] = None if loss is None else _original(loss, label_scale)
+    record["seconds"] = time.perf_counter() - started
 
 
 def _run_config(settings: TrainSettings):
@@ -455,11 +461,8 @@ def _golden2_epochs(report, settings: TrainSettings, n_features: int, n_samples:
                   "residual_shift": config.residual_shift,
                   "forward_saturations": status.forward_saturations,
                   "bytes_streamed": status.beats * layout.beat_bytes}
-        model = engine.model / float(1 << config.model_frac)
-        loss = _finite_loss(exact_loss(model), epoch, settings) if exact_loss else None
-        record["loss"] = loss
-        record["loss_original_units"] = None if loss is None else _original(loss, label_scale)
-        record["seconds"] = time.perf_counter() - started
+        _finish_record(record, engine.model / float(1 << config.model_frac), settings,
+                       exact_loss, label_scale, started)
         report["epochs"].append(record)
         if progress is not None:
             progress(epoch, record)
