@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -22,13 +23,22 @@ from . import __version__
 from .host import report as reporting
 from .host.backend import backend_names
 from .host.datasets import open_source
+from .host.levels import (
+    DEFAULT_POINTS,
+    LEVEL_CHOICES,
+    METHODS,
+    check_level_options,
+    level_summary,
+    table_variance,
+)
 from .host.output import atomic_output, check_output, check_output_folder
-from .host.pack import pack_source
+from .host.pack import default_chunk_rows, pack_source
 from .host.perf import PLATFORMS, perf_table
 from .host.regmap_export import FORMATS, export_registers
 from .host.scaling import Scaler
 from .host.step_size import AUTO
 from .host.study import run_convergence_study, run_demo
+from .host.study_levels import LEVEL_DATASETS, run_levels_study
 from .host.time_to_accuracy import (
     format_table,
     plot_curves,
@@ -109,6 +119,7 @@ def _add_quantize(sub) -> None:
     p.add_argument("--epoch-first", type=int, default=0,
                    help="index of the first stored epoch (to split epochs over files)")
     _add_data_options(p)
+    _add_level_options(p)
     p.add_argument("--force", action="store_true", help="overwrite an existing output")
     p.set_defaults(run=_run_quantize)
 
@@ -116,34 +127,110 @@ def _add_quantize(sub) -> None:
 def _run_quantize(args) -> int:
     _check_layout_options(args)
     layout = StreamLayout.make(args.encoding, args.bits, args.bus_width)
+    scaling = _level_scaling(args, layout)
     source = open_source(args.source, label_column=args.label_column)
     # (The pipeline of zipsgd.quantize, streamed to the file chunk by chunk.)
     header = pack_source(source, args.output, layout, seed=args.seed, epochs=args.epochs,
-                         epoch_first=args.epoch_first, scaling=args.scaling,
-                         add_intercept=args.intercept, force=args.force)
+                         epoch_first=args.epoch_first, scaling=scaling,
+                         add_intercept=args.intercept, force=args.force, levels=args.levels,
+                         levels_method=args.levels_method, levels_points=args.levels_points)
+    table = "" if header.levels is None else f", {args.levels} level table"
     print(f"wrote {args.output}: {header.n_samples} samples x {header.n_features} features, "
-          f"{layout}, {header.epoch_count} epoch(s), "
+          f"{layout}{table}, {header.epoch_count} epoch(s), "
           f"{header.header_bytes + header.payload_bytes} bytes")
     return 0
+
+
+def _add_level_options(p) -> None:
+    p.add_argument("--levels", choices=LEVEL_CHOICES, default=None,
+                   help="store a level table: uniform, or variance-optimal levels per column "
+                        "(ZipML section 3; scales with minmax; docs/LEVELS.md); none given: "
+                        "no table (uniform levels, what the v1 engine reads)")
+    p.add_argument("--levels-method", choices=METHODS, default="discretized",
+                   help="solver of --levels optimal: exact (distinct values, at most M per "
+                        "column), discretized (M bins) or approx2 (2-approximation)")
+    p.add_argument("--levels-points", type=int, default=DEFAULT_POINTS, metavar="M",
+                   help="M: distinct values kept per column, then histogram bins; even, 8..4096")
+
+
+def _level_scaling(args, layout: StreamLayout) -> str:
+    """--levels optimal scales with minmax (an explicit other --scaling is refused); the level
+    options are checked before any pass."""
+    optimal = args.levels == "optimal"
+    scaling = "minmax" if optimal and "scaling" not in getattr(args, "given", ()) \
+        else args.scaling
+    check_level_options(args.levels, args.levels_method, args.levels_points, layout, scaling)
+    return scaling
 
 
 def _add_inspect(sub) -> None:
     p = _subparser(sub, "inspect", "print a .zsgd file's header and sizes")
     p.add_argument("file", help="the .zsgd file")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--source", help="with a level table: the data source the file was packed "
+                                    "from, to measure each column's mean quantization variance "
+                                    "on the stored levels and on uniform levels (one pass)")
+    p.add_argument("--label-column", type=int, default=0,
+                   help="label column of --source CSV/NPY input")
     p.set_defaults(run=_run_inspect)
 
 
 def _run_inspect(args) -> int:
-    info = StreamFile(args.file).info()
+    stream = StreamFile(args.file)
+    info = stream.info()
+    rows = _level_rows(args, stream)
     if args.json:
-        print(json.dumps(info, indent=2))
+        print(json.dumps({**info, "level_table": rows} if rows else info, indent=2))
     else:
         width = max(len(k) for k in info)
         for key, value in info.items():
             shown = f"{value:.4g}" if isinstance(value, float) else value
             print(f"{key:<{width}}  {shown}")
+        _print_level_rows(rows)
     return 0
+
+
+def _level_rows(args, stream: StreamFile) -> list[dict]:
+    """The level summary of each row of the file's table, with the mean variances when a
+    --source is given (computed from the source's values, scaled by the file's own table)."""
+    h = stream.header
+    if h.levels is None:
+        if args.source:
+            raise ConfigError(f"--source measures a level table's variance: {args.source} was "
+                              "given but the file has no level table")
+        return []
+    rows = level_summary(h.levels)
+    if args.source:
+        source = open_source(args.source, label_column=args.label_column)
+        scaler = Scaler.from_table(h.offsets, h.scales, intercept=h.intercept)
+        stored, uniform = table_variance(source.iter_chunks(default_chunk_rows(h.n_features)),
+                                         scaler, h.levels)
+        for row, ours, theirs in zip(rows, stored, uniform, strict=True):
+            row.update(variance=float(ours), uniform_variance=float(theirs))
+    return rows
+
+
+def _print_level_rows(rows: list[dict]) -> None:
+    if not rows:
+        return
+    measured = "variance" in rows[0]
+    print("\nlevel table (values; spacing = distance between neighbouring levels)"
+          + ("; mean variance of the source's values, stored levels vs uniform" if measured
+             else "; pass --source to measure the variance"))
+    for row in rows:
+        ends = " ... ".join(" ".join(f"{v:+.3f}" for v in part)
+                            for part in (row["first"], row["last"]) if part)
+        line = (f"{row['column']:>12}  {ends}  spacing min {row['min_spacing']:.4f} "
+                f"median {row['median_spacing']:.4f}")
+        if measured:
+            line += f"  variance {row['variance']:.4g} vs uniform {row['uniform_variance']:.4g}"
+        print(line)
+    if measured:
+        features = rows[1:]
+        ours = sum(r["variance"] for r in features) / len(features)
+        theirs = sum(r["uniform_variance"] for r in features) / len(features)
+        print(f"mean over features: {ours:.4g} vs uniform {theirs:.4g}"
+              + (f" (ratio {ours / theirs:.3g})" if theirs > 0 else ""))
 
 
 class _Given(argparse.Action):
@@ -172,6 +259,9 @@ def _check_stream_options(args, stream: StreamFile) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)}: expected the "
                               f"file's own {value} ({args.source} is packed at {layout}) or no "
                               "option")
+    if args.levels is not None:
+        raise ConfigError(f"--levels {args.levels}: a .zsgd file brings its own levels "
+                          f"(quantize --levels), expected no --levels with {args.source}")
     if "loss" in given and args.loss == "lssvm":
         raise ConfigError(f"--loss lssvm maps labels to -1/+1 as a data source is read: "
                           f"expected a data source, found the packed file {args.source}")
@@ -191,9 +281,10 @@ def _add_layout_options(p) -> None:
 
 
 def _add_data_options(p) -> None:
-    p.add_argument("--scaling", default="maxabs", choices=["maxabs", "minmax"],
+    p.add_argument("--scaling", default="maxabs", choices=["maxabs", "minmax"], action=_Given,
                    help="how each column is scaled to [-1, 1]: maxabs divides by its largest "
-                        "magnitude (zeros stay zero); minmax maps its range onto [-1, 1]")
+                        "magnitude (zeros stay zero); minmax maps its range onto [-1, 1] "
+                        "(--levels optimal: minmax unless given)")
     p.add_argument("--intercept", action="store_true",
                    help="append a constant-1 feature, so the model has an intercept (off by "
                         "default)")
@@ -276,6 +367,7 @@ def _add_train(sub) -> None:
     p.add_argument("--eval", metavar="SOURCE",
                    help="with a .zsgd file: also report the loss on this data source (the "
                         "original data), scaled by the file's scale table; no default")
+    _add_level_options(p)
     p.add_argument("--report", help="write the run's JSON report here; no default")
     p.add_argument("--plot", help="write a loss-per-epoch plot (PNG) here; no default")
     p.add_argument("--force", action="store_true", help="overwrite existing report/plot")
@@ -301,7 +393,10 @@ def _run_train(args) -> int:
     stream = StreamFile(args.source) if args.source.endswith(".zsgd") else None
     if stream is not None:
         _check_stream_options(args, stream)
-    settings = _settings(args)
+    settings = dataclasses.replace(_settings(args), levels=args.levels,
+                                   levels_method=args.levels_method,
+                                   levels_points=args.levels_points)
+    scaling = _level_scaling(args, settings.layout())
     bar = tqdm(total=settings.epochs, desc="train", unit="epoch", disable=None, leave=False)
 
     def progress(epoch, record):
@@ -319,7 +414,7 @@ def _run_train(args) -> int:
             if args.eval:
                 raise ConfigError(f"--eval scores a model trained on a .zsgd file: expected a "
                                   f".zsgd file, found the data source {args.source}")
-            data = load_scaled(args.source, loss=settings.loss, scaling=args.scaling,
+            data = load_scaled(args.source, loss=settings.loss, scaling=scaling,
                                label_column=args.label_column, intercept=args.intercept)
             report = train_in_memory(data, settings, progress)
     finally:
@@ -366,6 +461,7 @@ def _add_study(sub) -> None:
     c.add_argument("--out", default="docs/results", help="folder for the table and plots")
     c.add_argument("--force", action="store_true", help="overwrite existing results")
     c.set_defaults(run=_run_study)
+    _add_levels_study(which)
     t = _subparser(which, "performance", "time to accuracy of every encoding on two platforms, "
                                          "with a measured CPU baseline")
     t.add_argument("--datasets", nargs="+",
@@ -380,6 +476,40 @@ def _add_study(sub) -> None:
     t.add_argument("--out", default="docs/results", help="folder for the table and plots")
     t.add_argument("--force", action="store_true", help="overwrite existing results")
     t.set_defaults(run=_run_performance_study)
+
+
+def _add_levels_study(which) -> None:
+    v = _subparser(which, "levels", "uniform vs variance-optimal levels at b=1..6: variance, "
+                                    "final loss, bits to reach float SGD + 1%")
+    v.add_argument("--datasets", nargs="+", default=list(LEVEL_DATASETS), help="data sources")
+    v.add_argument("--bits", nargs="+", type=int, default=list(range(1, 7)),
+                   help="interval-index bits b")
+    v.add_argument("--epochs", type=int, default=None,
+                   help="epochs of every data set (none given: each data set's own)")
+    v.add_argument("--seeds", type=int, default=3,
+                   help="quantization seeds whose final losses are averaged")
+    v.add_argument("--rows", type=int, default=None,
+                   help="keep only the first rows of every data set (a quick run)")
+    v.add_argument("--plot-bits", nargs=2, type=int, default=[2, 4],
+                   help="the two b of the loss-against-epochs plot")
+    v.add_argument("--confirm", nargs="*", default=[],
+                   help="data sets of the study to rerun on the golden2 backend")
+    v.add_argument("--confirm-bits", nargs="+", type=int, default=[2, 4],
+                   help="the b of the golden2 confirmation")
+    v.add_argument("--out", default="docs/results", help="folder for the table and plots")
+    v.add_argument("--force", action="store_true", help="overwrite existing results")
+    v.set_defaults(run=_run_levels_study)
+
+
+def _run_levels_study(args) -> int:
+    summary = run_levels_study(args.datasets, bits=args.bits, epochs=args.epochs,
+                               out=args.out, force=args.force, seeds=args.seeds,
+                               plot_bits=tuple(args.plot_bits), confirm=args.confirm,
+                               confirm_bits=tuple(args.confirm_bits), rows=args.rows)
+    goal = summary["goal"]
+    print(f"goal: fewer bits on two real sets {'met' if goal['fewer_bits_met'] else 'not met'}"
+          f"; never worse {'met' if goal['never_worse_met'] else 'not met'}")
+    return 0
 
 
 def _run_study(args) -> int:

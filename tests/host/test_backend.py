@@ -21,7 +21,8 @@ from zipsgd.spec.registers import decode_status_words, status_offsets
 
 
 def test_every_backend_is_registered_under_its_name():
-    assert set(backend_names()) == {"float", "golden", "verilator", "board", "board-sim"}
+    assert set(backend_names()) == {"float", "golden", "golden2", "verilator", "board",
+                                    "board-sim"}
     for name in backend_names():
         backend = get_backend(name)
         assert isinstance(backend, Backend) and backend.name == name

@@ -402,7 +402,7 @@ def test_stream_file_with_intercept_maps_back_like_in_memory(tmp_path):
 
 
 def test_a_file_with_a_level_table_is_refused(two_epoch_file, tmp_path):
-    """The current engine and its model decode uniform levels only."""
+    """The v1 engine and its model decode uniform levels only (golden2 takes tables)."""
     header = two_epoch_file.header
     path = tmp_path / "levels.zsgd"
     with_table = StreamHeader(header.layout, header.n_features, header.n_samples, header.seed,
@@ -410,5 +410,6 @@ def test_a_file_with_a_level_table_is_refused(two_epoch_file, tmp_path):
                               epoch_count=header.epoch_count,
                               levels=uniform_levels(header.layout.bits, header.n_features))
     write_stream(path, with_table, [two_epoch_file.epoch_payload(k) for k in range(2)])
-    with pytest.raises(ConfigError, match="level table: expected uniform levels"):
+    with pytest.raises(ConfigError, match=r"level table: expected a backend that decodes level "
+                                          r"tables \(golden2\)"):
         train_stream_file(StreamFile(path), replace(BASE, epochs=1))

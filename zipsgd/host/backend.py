@@ -5,17 +5,20 @@ A backend is one of three kinds (:attr:`Backend.kind`):
 ``"float"``
     float64 mini-batch SGD on the unquantized scaled data (:mod:`zipsgd.golden.float_sgd`).
 ``"golden"``
-    the bit-exact engine model (:class:`zipsgd.golden.engine.GoldenEngine`) on the packed stream.
+    a bit-exact engine model on the packed stream: ``golden`` runs engine v1
+    (:class:`zipsgd.golden.engine.GoldenEngine`, uniform levels), ``golden2`` engine v2
+    (:class:`zipsgd.golden.engine2.GoldenEngine2`, numerics v2, uniform levels or a level
+    table: :attr:`Backend.numerics` 2 and :attr:`Backend.levels`).
 ``"engine"``
     the golden model, and the same epochs on the generated engine, checked against it bit for
     bit after every epoch: the backend's :meth:`EngineBackend.run_epochs` runs the epochs
     (:class:`EpochJob`) and returns the status registers and model words it read back.
 
-``float`` and ``golden`` are defined here.  The backends that run the generated engine live
-above this layer (``zipsgd.backends``: ``verilator``, ``board``, ``board-sim``) and register
-by the ``zipsgd.backends`` entry-point group of the package metadata, which is how a backend
-from another package joins too: :func:`get_backend` loads one by name when a run asks for it,
-so the host package never imports the layers above it.
+``float``, ``golden`` and ``golden2`` are defined here.  The backends that run the generated
+engine live above this layer (``zipsgd.backends``: ``verilator``, ``board``, ``board-sim``) and
+register by the ``zipsgd.backends`` entry-point group of the package metadata, which is how a
+backend from another package joins too: :func:`get_backend` loads one by name when a run asks
+for it, so the host package never imports the layers above it.
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from typing import ClassVar
 import numpy as np
 
 from ..spec.engine import EngineParams, RunConfig
+from ..spec.engine2 import MAX_BATCH2
 from ..spec.errors import ConfigError
 
-__all__ = ["Backend", "FloatBackend", "GoldenBackend", "EngineBackend", "EpochJob",
+__all__ = ["Backend", "FloatBackend", "GoldenBackend", "Golden2Backend", "EngineBackend",
+           "EpochJob",
            "ENTRY_POINT_GROUP", "backend_names", "get_backend"]
 
 #: The entry-point group in which backends register (``pyproject.toml``).
@@ -43,6 +48,10 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     kind: ClassVar[str]
+    #: The engine numerics the backend runs (``docs/ENGINE.md``): 1, or 2 ("Engine v2").
+    numerics: ClassVar[int] = 1
+    #: Whether it decodes through a level table (``.zsgd`` ``levels`` = 1, ``--levels``).
+    levels: ClassVar[bool] = False
 
     def check(self, settings) -> None:  # noqa: B027 (most backends need nothing)
         """Raise :class:`ConfigError` if ``settings`` (a ``TrainSettings``) cannot run here."""
@@ -60,6 +69,21 @@ class GoldenBackend(Backend):
 
     name = "golden"
     kind = "golden"
+
+
+class Golden2Backend(Backend):
+    """The bit-exact model of engine v2 (numerics v2) on the packed stream, with uniform levels
+    or a level table."""
+
+    name = "golden2"
+    kind = "golden"
+    numerics = 2
+    levels = True
+
+    def check(self, settings) -> None:
+        if settings.batch_size > MAX_BATCH2:
+            raise ConfigError(f"golden2: batch size must be at most B_max={MAX_BATCH2} (engine "
+                              f"v2), found {settings.batch_size}")
 
 
 class EpochJob:
@@ -90,7 +114,8 @@ class EngineBackend(Backend):
         ``model_words`` and ``wall_s``.  ``progress(epochs_done)`` as epochs finish."""
 
 
-_BUILTIN: dict[str, type[Backend]] = {"float": FloatBackend, "golden": GoldenBackend}
+_BUILTIN: dict[str, type[Backend]] = {"float": FloatBackend, "golden": GoldenBackend,
+                                       "golden2": Golden2Backend}
 
 
 def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:

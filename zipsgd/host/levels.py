@@ -63,11 +63,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..spec.errors import ConfigError, DatasetError
+from ..spec.stream import LEVEL_DTYPE, LEVEL_ONE, Encoding, StreamLayout
+from ..spec.stream import uniform_levels as uniform_table
+from .quantize import level_intervals
 
 __all__ = ["METHODS", "DEFAULT_POINTS", "MIN_POINTS", "MAX_POINTS", "MIN_BITS", "MAX_BITS",
            "MAX_EXACT_VALUES", "mean_variance", "optimal_levels", "uniform_levels",
-           "LevelStats"]
+           "LevelStats", "table_words", "table_levels", "solve_table", "LEVEL_CHOICES",
+           "check_level_options", "table_variance", "level_summary"]
 
+#: What ``--levels`` takes: the uniform table, or variance-optimal levels per column.
+LEVEL_CHOICES = ("uniform", "optimal")
 #: Solver names, for :func:`optimal_levels` and :meth:`LevelStats.solve`.
 METHODS = ("exact", "discretized", "approx2")
 #: Default number of bins ``M`` of the discretized solver and of :class:`LevelStats`.
@@ -436,11 +442,15 @@ class LevelStats:
         self.rows += table.shape[0]
 
     @classmethod
-    def from_source(cls, source, *, points: int = DEFAULT_POINTS, chunk_rows: int = 65536):
-        """One pass over a :class:`~zipsgd.host.datasets.DataSource`."""
+    def from_source(cls, source, *, points: int = DEFAULT_POINTS, chunk_rows: int = 65536,
+                    progress=None):
+        """One pass over a :class:`~zipsgd.host.datasets.DataSource` (``progress``, if given,
+        is called with the row count of every chunk)."""
         stats = cls(source.n_features, points=points)
         for labels, features in source.iter_chunks(chunk_rows):
             stats.update(labels, features)
+            if progress is not None:
+                progress(labels.shape[0])
         return stats
 
     def range(self) -> tuple[np.ndarray, np.ndarray]:
@@ -514,3 +524,150 @@ def _weights(weights, size: int) -> np.ndarray:
                           f"{weights.shape[0]}")
     return weights
 
+
+
+# --------------------------------------------------------------------------------------------
+# Level tables: the solvers' levels in the file's fixed-point format
+
+
+def table_words(levels, constant=None) -> np.ndarray:
+    """Round levels on scaled values (rows ``(2**b + 1,)``, within [-1, 1]) to a level table.
+
+    Every row becomes int16 words ``value * 256`` (:data:`~zipsgd.spec.stream.LEVEL_ONE` = 256):
+
+    * the first and last words are ``-256`` and ``+256`` whatever the solver's endpoints (with
+      minmax scaling these *are* the column's minimum and maximum, so nothing is lost);
+    * interior word ``i`` is ``rint(256 * l_i)`` clamped to ``[-256 + i, 256 - (s - i)]``
+      (room for the words on either side), then raised to ``word[i-1] + 1`` where it does not
+      exceed its left neighbour.  Each word stays within its clamp range, so the row strictly
+      increases and ends at +256; a word moves from its rounded value only where levels lie
+      closer than 1/256 (at ``b = 8`` every row is the uniform one);
+    * a row marked in ``constant`` (a column whose minimum equals its maximum: a constant
+      feature, 0 after minmax scaling, or the intercept column, 1) gets the uniform row, which
+      holds -1, 0 and +1 exactly: the column's value is on a level and has variance 0.
+
+    Raises
+    ------
+    ConfigError
+        If the levels are not finite, or the rows do not have ``2**b + 1`` entries, b = 1..8.
+    """
+    levels = np.asarray(levels, dtype=np.float64)
+    if levels.ndim != 2 or levels.shape[1] - 1 not in [1 << b for b in range(MIN_BITS,
+                                                                             MAX_BITS + 1)]:
+        raise ConfigError(f"expected levels of shape (columns, 2**b + 1), b = {MIN_BITS}.."
+                          f"{MAX_BITS}, found {levels.shape}")
+    if not np.all(np.isfinite(levels)):
+        row, entry = np.argwhere(~np.isfinite(levels))[0]
+        raise ConfigError(f"levels row {row} (0 = label), entry {entry}: expected a finite "
+                          f"value, found {levels[row, entry]}")
+    s = levels.shape[1] - 1
+    i = np.arange(s + 1)
+    words = np.clip(np.rint(levels * LEVEL_ONE), -LEVEL_ONE + i, LEVEL_ONE - (s - i))
+    words[:, 0], words[:, -1] = -LEVEL_ONE, LEVEL_ONE
+    for k in range(1, s):  # a collision moves the later word up (its clamp leaves room)
+        words[:, k] = np.maximum(words[:, k], words[:, k - 1] + 1)
+    if constant is not None:
+        uniform = (2 * i - s) * (LEVEL_ONE // s)
+        words[np.asarray(constant, dtype=bool)] = uniform
+    return words.astype(LEVEL_DTYPE)
+
+
+def table_levels(words) -> np.ndarray:
+    """The level values a table decodes to (``word / 256``, exact in float64): what the host
+    quantizes onto, so that both samples are unbiased with respect to the stored levels."""
+    return np.asarray(words, dtype=np.float64) / LEVEL_ONE
+
+
+def solve_table(stats: LevelStats, bits: int, method: str = "discretized", *,
+                offsets=None, scales=None, intercept: bool = False) -> np.ndarray:
+    """The level table of the columns ``stats`` saw, for values scaled by ``(x - offset) /
+    scale`` (the scaler's table, label first; none given: the values are already scaled).
+
+    The levels are solved on the raw values and mapped through the scaling (the problem
+    commutes with affine maps), then rounded by :func:`table_words`; constant columns get the
+    uniform row, and with ``intercept`` a uniform row is appended for the intercept column.
+
+    Raises
+    ------
+    ConfigError
+        As :meth:`LevelStats.solve` and :func:`table_words`.
+    """
+    levels = stats.solve(bits, method)
+    low, high = stats.range()
+    if offsets is not None:
+        offsets = np.asarray(offsets, dtype=np.float64)[:, None]
+        scales = np.asarray(scales, dtype=np.float64)[:, None]
+        levels = (levels - offsets) / scales
+    constant = low == high
+    if intercept:
+        levels = np.vstack([levels, np.linspace(-1.0, 1.0, levels.shape[1])])
+        constant = np.append(constant, True)
+    return table_words(np.clip(levels, -1.0, 1.0), constant)
+
+
+def check_level_options(levels, method: str, points: int, layout: StreamLayout,
+                        scaling=None) -> None:
+    """Refuse level options that cannot run, before any pass over the data.
+
+    ``levels`` is None (no table), ``"uniform"`` or ``"optimal"``; optimal levels need
+    ``scaling`` minmax (the table's rows run from -1 to +1: with minmax scaling those are
+    each column's minimum and maximum), given as a string or enum name.
+
+    Raises
+    ------
+    ConfigError
+        Naming the option and the value found.
+    """
+    if levels is None:
+        return
+    if levels not in LEVEL_CHOICES:
+        raise ConfigError(f"levels must be one of {', '.join(LEVEL_CHOICES)}, found {levels!r}")
+    if layout.encoding is Encoding.RAW32:
+        raise ConfigError(f"--levels {levels} with raw32: expected double or single encoding "
+                          "(raw32 values have no levels)")
+    _check_method(method)
+    _check_points(points)
+    if levels == "optimal" and scaling is not None \
+            and str(getattr(scaling, "name", scaling)).lower() != "minmax":
+        raise ConfigError(f"--levels optimal scales every column with minmax (so the table's "
+                          f"-1 and +1 are its minimum and maximum), found scaling "
+                          f"{str(getattr(scaling, 'name', scaling)).lower()}")
+
+
+def table_variance(chunks, scaler, table) -> tuple[np.ndarray, np.ndarray]:
+    """Mean variance per column (label first) of stochastic rounding onto a level table and onto
+    the uniform table, over the rows of ``chunks`` (raw ``(labels, features)`` blocks, e.g. a
+    source's ``iter_chunks``) scaled by ``scaler``; exact, in one pass of bounded memory.
+
+    Returns ``(stored, uniform)``, float64 arrays ``(n_features + 1,)`` in scaled units.
+    """
+    table = np.asarray(table)
+    bits = (table.shape[1] - 1).bit_length() - 1
+    tables = (table_levels(table), table_levels(uniform_table(bits, table.shape[0] - 1)))
+    totals, rows = [np.zeros(table.shape[0]), np.zeros(table.shape[0])], 0
+    for labels, features in chunks:
+        values = np.column_stack(scaler.transform(labels, features))
+        for total, levels in zip(totals, tables, strict=True):
+            index, prob = level_intervals(values, levels, bits)
+            gap = np.diff(levels, axis=1)[np.arange(values.shape[1]), index]
+            total += (gap * gap * prob * (1 - prob)).sum(axis=0)
+        rows += values.shape[0]
+    if rows == 0:
+        raise DatasetError("expected at least one row to measure the variance, found none")
+    return totals[0] / rows, totals[1] / rows
+
+
+def level_summary(table, ends: int = 3) -> list[dict]:
+    """Per row of a level table (label first): the first and last ``ends`` levels (every
+    level, and ``last`` empty, when there are at most ``2 * ends + 1``) and the least and
+    median spacing, as values (``word / 256``)."""
+    levels = table_levels(table)
+    rows = []
+    for j, row in enumerate(levels):
+        gaps = np.diff(row)
+        short = row.size <= 2 * ends + 1
+        rows.append({"column": "label" if j == 0 else f"feature {j}",
+                     "first": row.tolist() if short else row[:ends].tolist(),
+                     "last": [] if short else row[-ends:].tolist(),
+                     "min_spacing": float(gaps.min()), "median_spacing": float(np.median(gaps))})
+    return rows

@@ -23,10 +23,17 @@ import numpy as np
 from tqdm import tqdm
 
 from ..spec.errors import ConfigError, DatasetError
-from ..spec.stream import StreamLayout, StreamPacker, check_n_features, pack_stream
+from ..spec.stream import (
+    StreamLayout,
+    StreamPacker,
+    check_n_features,
+    pack_stream,
+    uniform_levels,
+)
 from .datasets import DataSource
+from .levels import DEFAULT_POINTS, LevelStats, check_level_options, solve_table
 from .output import check_output
-from .quantize import epoch_rng, quantize_fields
+from .quantize import epoch_rng, quantize_table
 from .scaling import ColumnStats, Scaler
 from .zsgd_file import MAX_EPOCHS, MAX_SAMPLES, Scaling, StreamHeader, write_stream
 
@@ -44,7 +51,7 @@ def default_chunk_rows(n_features: int) -> int:
 
 
 def quantize_epoch(labels_scaled, features_scaled, layout: StreamLayout, seed: int,
-                   epoch: int) -> np.ndarray:
+                   epoch: int, levels=None) -> np.ndarray:
     """Quantize and pack one epoch of scaled in-memory samples.
 
     Parameters
@@ -54,13 +61,16 @@ def quantize_epoch(labels_scaled, features_scaled, layout: StreamLayout, seed: i
     layout : StreamLayout
     seed, epoch : int
         Select the generator :func:`~zipsgd.host.quantize.epoch_rng` ``(seed, epoch)``.
+    levels : int16 array, optional
+        The file's level table: quantize onto its levels (``word / 256``).
 
     Returns
     -------
     uint8 array: the v2 stream, ``layout.stream_bytes(n_features, n)`` bytes, identical to
     the payload of epoch ``epoch`` of a file packed from the same data with ``seed``.
     """
-    fields = quantize_fields(labels_scaled, features_scaled, layout, epoch_rng(seed, epoch))
+    fields = quantize_table(labels_scaled, features_scaled, layout, epoch_rng(seed, epoch),
+                            levels)
     return pack_stream(fields, layout)
 
 
@@ -79,8 +89,10 @@ def _progress_bar(enabled: bool, total: int | None, desc: str) -> tqdm:
 
 def packed_stream(source: DataSource, layout: StreamLayout, *, seed: int = 0, epochs: int = 1,
                   epoch_first: int = 0, scaling=Scaling.MAXABS, add_intercept: bool = False,
-                  chunk_rows: int | None = None,
-                  progress: bool = True) -> tuple[StreamHeader, Iterator[np.ndarray]]:
+                  chunk_rows: int | None = None, progress: bool = True,
+                  levels: str | None = None, levels_method: str = "discretized",
+                  levels_points: int = DEFAULT_POINTS
+                  ) -> tuple[StreamHeader, Iterator[np.ndarray]]:
     """Scale, quantize and pack ``epochs`` epochs of ``source``: the statistics pass runs now
     and fixes the header; the payload comes chunk by chunk from the returned iterator (one
     pass of the source per epoch).  Parameters as :func:`pack_source`.
@@ -97,16 +109,28 @@ def packed_stream(source: DataSource, layout: StreamLayout, *, seed: int = 0, ep
     if chunk_rows is None:
         chunk_rows = default_chunk_rows(source.n_features + add_intercept)
 
+    check_level_options(levels, levels_method, levels_points, layout, scaling)
     with _progress_bar(progress, source.n_samples, "statistics") as bar:
-        stats = ColumnStats.from_source(source, chunk_rows, progress=bar.update)
+        if levels == "optimal":
+            level_stats = LevelStats.from_source(source, points=levels_points,
+                                                 chunk_rows=chunk_rows, progress=bar.update)
+            stats = ColumnStats(*level_stats.range(), level_stats.rows)
+        else:
+            stats = ColumnStats.from_source(source, chunk_rows, progress=bar.update)
     if stats.count > MAX_SAMPLES:
         raise DatasetError(f"{source.name}: expected at most {MAX_SAMPLES} samples, "
                            f"found {stats.count}")
     scaler = Scaler.from_stats(stats, scaling, intercept=add_intercept)
     offsets, scales = scaler.table()
-    header = StreamHeader(layout, check_n_features(scaler.n_weights), stats.count, seed,
-                          scaling, offsets, scales, epoch_first, epochs,
-                          intercept=add_intercept)
+    n_features = check_n_features(scaler.n_weights)
+    table = None
+    if levels == "optimal":
+        table = solve_table(level_stats, layout.bits, levels_method, offsets=scaler.offsets,
+                            scales=scaler.scales, intercept=add_intercept)
+    elif levels == "uniform":
+        table = uniform_levels(layout.bits, n_features)
+    header = StreamHeader(layout, n_features, stats.count, seed, scaling, offsets, scales,
+                          epoch_first, epochs, intercept=add_intercept, levels=table)
 
     def payload() -> Iterator[np.ndarray]:
         with _progress_bar(progress, stats.count * epochs, "quantize") as bar:
@@ -115,8 +139,8 @@ def packed_stream(source: DataSource, layout: StreamLayout, *, seed: int = 0, ep
                 packer = StreamPacker(layout, header.n_features)
                 written = 0
                 for labels, features in source.iter_chunks(chunk_rows):
-                    yield packer.pack(quantize_fields(*scaler.transform(labels, features),
-                                                      layout, rng))
+                    yield packer.pack(quantize_table(*scaler.transform(labels, features),
+                                                     layout, rng, table))
                     written += labels.shape[0]
                     bar.update(labels.shape[0])
                 yield packer.finish()
@@ -131,7 +155,9 @@ def packed_stream(source: DataSource, layout: StreamLayout, *, seed: int = 0, ep
 def pack_source(source: DataSource, out_path, layout: StreamLayout, *, seed: int = 0,
                 epochs: int = 1, epoch_first: int = 0, scaling=Scaling.MAXABS,
                 add_intercept: bool = False, force: bool = False,
-                chunk_rows: int | None = None, progress: bool = True) -> StreamHeader:
+                chunk_rows: int | None = None, progress: bool = True, levels: str | None = None,
+                levels_method: str = "discretized",
+                levels_points: int = DEFAULT_POINTS) -> StreamHeader:
     """Scale, quantize and pack ``epochs`` epochs of ``source`` into the file ``out_path``.
 
     Parameters
@@ -159,6 +185,14 @@ def pack_source(source: DataSource, out_path, layout: StreamLayout, *, seed: int
         Does not change the output.
     progress : bool
         Show a progress bar on standard error, only if it is a terminal.
+    levels : None, ``"uniform"`` or ``"optimal"``
+        None: no level table (uniform levels, the v1 engine's stream).  ``"uniform"``: the
+        uniform table in the header (the same fields).  ``"optimal"``: the statistics pass also
+        keeps :class:`~zipsgd.host.levels.LevelStats` (O(``levels_points``) per column), the
+        levels are solved per column with ``levels_method`` at the layout's bits, mapped
+        through the (minmax) scaling and rounded to the table
+        (:func:`~zipsgd.host.levels.solve_table`); the epochs are quantized onto the table.
+    levels_method, levels_points : the solver and its ``M`` (``docs/LEVELS.md``).
 
     Returns
     -------
@@ -174,13 +208,17 @@ def pack_source(source: DataSource, out_path, layout: StreamLayout, *, seed: int
         For bad input data (including a constant label) or a source that changes between
         passes.
     ConfigError
-        For parameters out of range, or more features than the format holds.
+        For parameters out of range (levels: :func:`~zipsgd.host.levels.check_level_options`;
+        ``exact`` on a column with more than ``levels_points`` distinct values), or more
+        features than the format holds.
     """
     out_path = Path(out_path)
+    check_level_options(levels, levels_method, levels_points, layout, Scaling.parse(scaling))
     check_output(out_path, force)  # fail before the passes, not after them
     header, payload = packed_stream(source, layout, seed=seed, epochs=epochs,
                                     epoch_first=epoch_first, scaling=scaling,
                                     add_intercept=add_intercept, chunk_rows=chunk_rows,
-                                    progress=progress)
+                                    progress=progress, levels=levels,
+                                    levels_method=levels_method, levels_points=levels_points)
     write_stream(out_path, header, payload, force)
     return header

@@ -26,10 +26,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..spec.errors import ConfigError
-from ..spec.stream import RAW_FEATURE_FRAC, Encoding, StreamLayout, decode_fields
+from ..spec.stream import LEVEL_ONE, RAW_FEATURE_FRAC, Encoding, StreamLayout, decode_fields
 
-__all__ = ["epoch_rng", "quantize_fields", "quantize_fields_levels", "level_values",
-           "dequantize_fields"]
+__all__ = ["epoch_rng", "quantize_fields", "quantize_fields_levels", "quantize_table",
+           "level_intervals", "level_values", "dequantize_fields"]
 
 
 def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
@@ -108,7 +108,35 @@ def quantize_fields_levels(labels: np.ndarray, features: np.ndarray, layout: Str
     if layout.encoding is Encoding.RAW32:
         raise ConfigError("raw32 fields carry values, not levels: expected double or single "
                           "encoding with levels")
-    s = 1 << layout.bits
+    index, prob = level_intervals(values, levels, layout.bits)
+    return _sample_fields(index, prob, layout, rng)
+
+
+def quantize_table(labels: np.ndarray, features: np.ndarray, layout: StreamLayout,
+                   rng: np.random.Generator | None, table=None) -> np.ndarray:
+    """:func:`quantize_fields`, or, given a level table (int16 words, ``.zsgd`` format),
+    :func:`quantize_fields_levels` onto the values it decodes to (``word / 256``): the host
+    rounds onto exactly the levels the engine decodes."""
+    if table is None:
+        return quantize_fields(labels, features, layout, rng)
+    levels = np.asarray(table, dtype=np.float64) / LEVEL_ONE
+    return quantize_fields_levels(labels, features, layout, rng, levels)
+
+
+def level_intervals(values: np.ndarray, levels: np.ndarray,
+                    bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Interval index and probability of rounding up of every value onto its column's levels.
+
+    ``values`` is ``(rows, columns)``, ``levels`` ``(columns, 2**bits + 1)``; a value ``v`` in
+    ``[l_i, l_{i+1}]`` gets the largest ``i <= s - 1`` with ``l_i <= v`` and
+    ``p = (v - l_i) / (l_{i+1} - l_i)``, so ``(1 - p) l_i + p l_{i+1} = v``.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`quantize_fields_levels`.
+    """
+    s = 1 << bits
     levels = np.asarray(levels, dtype=np.float64)
     if levels.shape != (values.shape[1], s + 1):
         raise ConfigError(f"expected levels of shape {(values.shape[1], s + 1)} (label and "
@@ -129,8 +157,7 @@ def quantize_fields_levels(labels: np.ndarray, features: np.ndarray, layout: Str
     np.clip(index, 0, s - 1, out=index)
     columns = np.arange(values.shape[1])
     low = levels[columns, index]
-    prob = (values - low) / steps[columns, index]
-    return _sample_fields(index, prob, layout, rng)
+    return index, (values - low) / steps[columns, index]
 
 
 def _sample_fields(index: np.ndarray, prob: np.ndarray, layout: StreamLayout,

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from ..golden.engine import GoldenEngine
+from ..golden.engine2 import GoldenEngine2
 from ..golden.float_sgd import (
     SgdSettings,
     closed_form_optimum,
@@ -44,21 +45,24 @@ from ..spec.engine import (
     RunConfig,
     UpdateMode,
 )
+from ..spec.engine2 import LOSS_FRAC as LOSS_FRAC2
+from ..spec.engine2 import MAX_BATCH2, EngineParams2, RunConfig2, step_register
 from ..spec.errors import ConfigError, DatasetError
 from ..spec.fixed import RoundingMode
 from ..spec.link import DEFAULT_BAUD
 from ..spec.registers import epoch_status
-from ..spec.stream import Encoding, StreamLayout, pack_beats_v1, restream_v1
+from ..spec.stream import Encoding, StreamLayout, pack_beats_v1, restream_v1, uniform_levels
 from .backend import EpochJob, get_backend
 from .datasets import open_source
-from .quantize import dequantize_fields, epoch_rng, quantize_fields
+from .levels import DEFAULT_POINTS, LevelStats, check_level_options, solve_table
+from .quantize import dequantize_fields, epoch_rng, quantize_fields, quantize_table
 from .scaling import ColumnStats, Scaler
 from .step_size import AUTO, SAMPLE_ROWS, auto_step_size
 from .zsgd_file import EpochStreams, Scaling
 
 __all__ = ["TrainSettings", "ScaledData", "load_scaled", "scale_arrays", "train_in_memory",
-           "train_stream_file", "engine_run_config", "lssvm_labels", "LOSSES", "UPDATE_MODES",
-           "ROUNDINGS"]
+           "train_stream_file", "engine_run_config", "engine_run_config2", "lssvm_labels",
+           "LOSSES", "UPDATE_MODES", "ROUNDINGS"]
 
 LOSSES = ("squared", "lssvm")
 UPDATE_MODES = tuple(mode.name.lower() for mode in UpdateMode)
@@ -101,6 +105,10 @@ class TrainSettings:
     lanes: int | None = None  # W / 2
     port: str | None = None  # the board's serial port (backend "board")
     baud: int = DEFAULT_BAUD
+    # A level table when quantizing on the fly (None: uniform levels, no table); golden2 only.
+    levels: str | None = None
+    levels_method: str = "discretized"
+    levels_points: int = DEFAULT_POINTS
 
     def __post_init__(self):
         get_backend(self.backend).check(self)
@@ -131,6 +139,10 @@ class TrainSettings:
                               f"{self.rounding!r}") from None
         self.layout()  # validates encoding, bits, bus width
         self.engine_params()
+        check_level_options(self.levels, self.levels_method, self.levels_points, self.layout())
+        if self.levels is not None and not get_backend(self.backend).levels:
+            raise ConfigError(f"--levels {self.levels} needs a backend that decodes level "
+                              f"tables (golden2), found {self.backend!r}")
         # The register formats' ranges (RunConfig's checks), before anything is computed.
         RunConfig(model_width=self.model_width, model_frac=self.model_frac,
                   grad_width=self.grad_width, grad_frac=self.grad_frac)
@@ -198,7 +210,8 @@ def scale_arrays(labels: np.ndarray, features: np.ndarray, name: str = "arrays",
                  loss: str = "squared", scaling="maxabs", intercept: bool = False,
                  scaler: Scaler | None = None) -> ScaledData:
     """Scale checked, finite arrays to [-1, 1] (``lssvm``: labels to -1/+1 first) with
-    ``scaler``, or one made from their own statistics.
+    ``scaler``, or one made from their own statistics (:func:`load_scaled` of arrays already in
+    memory, e.g. with a transformed label).
 
     Raises
     ------
@@ -285,6 +298,41 @@ def engine_run_config(settings: TrainSettings, n_features: int, epoch: int) -> R
     )
 
 
+def engine_run_config2(settings: TrainSettings, n_features: int, epoch: int) -> RunConfig2:
+    """The engine v2 register settings for ``epoch`` (from 1): the step ``alpha_k / B`` through
+    :func:`~zipsgd.spec.engine2.step_register`, the forward operand at its default ``FL_f``
+    (at most ``FL_m``), decay and threshold as for v1; ``grad_width`` does not apply (the
+    scaled residual is 18 bits in v2)."""
+    gamma = settings.gamma(epoch)
+    shrink = 1.0 + gamma * settings.l2
+    config = RunConfig2(
+        encoding=Encoding.parse(settings.encoding), bits=settings.bits, n_features=n_features,
+        batch_size=settings.batch_size, model_width=settings.model_width,
+        model_frac=settings.model_frac,
+        forward_frac=min(RunConfig2.forward_frac, settings.model_frac),
+        grad_frac=settings.grad_frac,
+        decay=_word(gamma * settings.l2 / shrink, DECAY_FRAC, DECAY_WIDTH, "L2 decay"),
+        threshold=_word(gamma * settings.l1 / shrink, settings.model_frac, 31, "L1 threshold",
+                        allow_zero=True),
+        rounding=RoundingMode[settings.rounding.upper().replace("-", "_")],
+        update_mode=UpdateMode[settings.update_mode.upper()],
+        seed=settings.seed & 0xFFFF_FFFF)
+    step, shift = step_register(gamma / settings.batch_size, config)
+    return config.with_(step=step, residual_shift=shift)
+
+
+def _level_table(settings: TrainSettings, labels, features):
+    """The level table of a run that quantizes on the fly (None without ``levels``): solved
+    on the scaled data in memory."""
+    if settings.levels == "uniform":
+        return uniform_levels(settings.bits, features.shape[1])
+    if settings.levels == "optimal":
+        stats = LevelStats(features.shape[1], points=settings.levels_points)
+        stats.update(labels, features)
+        return solve_table(stats, settings.bits, settings.levels_method)
+    return None
+
+
 def _optimum(data: ScaledData, settings: TrainSettings) -> dict:
     if settings.l1 > 0:
         model = proximal_gradient_optimum(data.features, data.labels, settings.l2, settings.l1)
@@ -334,7 +382,8 @@ def train_in_memory(data: ScaledData, settings: TrainSettings, progress=None) ->
     n_samples, n_features = data.features.shape
     settings, step = settings.with_step_for(data.features, data.labels)
     if get_backend(settings.backend).kind != "float":
-        engine_run_config(settings, n_features, 1)  # epoch 1's step is the largest: checked now
+        # Epoch 1's step is the largest: checked now.
+        _run_config(settings)(settings, n_features, 1)
     report = _report_base(data.name, settings, n_samples, n_features)
     report["step_size"] = step
     report["optimum"] = _optimum(data, settings)
@@ -358,6 +407,20 @@ def train_in_memory(data: ScaledData, settings: TrainSettings, progress=None) ->
             if progress is not None:
                 progress(epoch, record)
         return _finish(report, model, data.inverse_model, None)
+
+    if get_backend(settings.backend).numerics == 2:
+        table = _level_table(settings, data.labels, data.features)
+
+        def fields_for(epoch):
+            return quantize_table(data.labels, data.features, layout,
+                                  epoch_rng(settings.seed, epoch - 1), table)
+
+        if table is not None:
+            report["level_table"] = table.tolist()
+        engine = _golden2_epochs(report, settings, n_features, n_samples, fields_for, table,
+                                 data.label_scale, {"loss": exact_loss}, divergence, progress)
+        return _finish(report, engine.model / float(1 << settings.model_frac),
+                       data.inverse_model, engine)
 
     def payload_for(epoch):  # the fields go straight into the v1 engine's beats
         fields = quantize_fields(data.labels, data.features, layout,
@@ -399,13 +462,8 @@ def _engine_epochs(report, settings: TrainSettings, n_features: int, n_samples: 
         record = {"epoch": epoch, "gamma": settings.gamma(epoch),
                   **_status_record(status, n_samples, label_scale, config),
                   "bytes_streamed": status.beats * layout.beat_bytes}
-        model = engine.model / float(1 << config.model_frac)
-        for index, (key, loss_of) in enumerate(losses.items()):
-            loss = loss_of(model)
-            record[key] = divergence.check(loss, epoch, _LOSS_NAMES[key]) if index == 0 \
-                else loss
-            record[f"{key}_original_units"] = _original(loss, label_scale)
-        record["seconds"] = time.perf_counter() - started
+        _finish_record(record, engine.model / float(1 << config.model_frac), losses,
+                       divergence, label_scale, started)
         report["epochs"].append(record)
         if checked:
             jobs.append(EpochJob(config, payload, n_samples, write_seed=epoch == 1))
@@ -425,6 +483,57 @@ _LOSS_NAMES = {
     "loss_eval": "loss on the evaluation data",
     "engine_loss": "on-chip loss",
 }
+
+
+def _finish_record(record: dict, model, losses: dict, divergence: _Divergence,
+                   label_scale: float, started: float) -> None:
+    """An epoch record's losses (``losses`` as :func:`_engine_epochs`: the first one is
+    checked by ``divergence``), in scaled and original units, and its time."""
+    for index, (key, loss_of) in enumerate(losses.items()):
+        loss = loss_of(model)
+        record[key] = divergence.check(loss, record["epoch"], _LOSS_NAMES[key]) \
+            if index == 0 else loss
+        record[f"{key}_original_units"] = _original(loss, label_scale)
+    record["seconds"] = time.perf_counter() - started
+
+
+def _run_config(settings: TrainSettings):
+    """The register settings function of the backend's numerics."""
+    return engine_run_config2 if get_backend(settings.backend).numerics == 2 \
+        else engine_run_config
+
+
+def _golden2_epochs(report, settings: TrainSettings, n_features: int, n_samples: int,
+                    fields_for, table, label_scale: float, losses: dict,
+                    divergence: _Divergence, progress) -> GoldenEngine2:
+    """Run the engine v2 model (numerics v2) epoch by epoch on ``fields_for(epoch)`` (an
+    epoch's ``(samples, n + 1)`` fields), decoding through ``table`` when given; append the
+    epoch records to ``report`` (``losses`` and ``divergence`` as :func:`_engine_epochs`);
+    return the engine."""
+    layout = settings.layout()
+    params = EngineParams2(settings.bus_width, settings.max_features,
+                           min(settings.max_batch, MAX_BATCH2))
+    engine = None
+    for epoch in range(1, settings.epochs + 1):
+        started = time.perf_counter()
+        config = engine_run_config2(settings, n_features, epoch)
+        if engine is None:
+            engine = GoldenEngine2(params, config, levels=table)
+        else:
+            engine.configure(config, table)
+        status = engine.run_epoch_fields(fields_for(epoch))
+        record = {"epoch": epoch, "gamma": settings.gamma(epoch),
+                  **_status_record(status, n_samples, label_scale, config,
+                                   2 * LOSS_FRAC2),
+                  "residual_shift": config.residual_shift,
+                  "forward_saturations": status.forward_saturations,
+                  "bytes_streamed": status.beats * layout.beat_bytes}
+        _finish_record(record, engine.model / float(1 << config.model_frac), losses,
+                       divergence, label_scale, started)
+        report["epochs"].append(record)
+        if progress is not None:
+            progress(epoch, record)
+    return engine
 
 
 def _check_engine(report, backend, settings, params, jobs, expected, n_features, progress,
@@ -463,8 +572,9 @@ def _check_engine(report, backend, settings, params, jobs, expected, n_features,
     report["simulated_model_words"] = results[-1]["model_words"]
 
 
-def _status_record(status, n_samples: int, label_scale: float, config: RunConfig) -> dict:
-    engine_loss = status.loss_sum / (2 * n_samples)
+def _status_record(status, n_samples: int, label_scale: float, config,
+                   loss_frac: int = LOSS_ACC_FRAC) -> dict:
+    engine_loss = status.loss_acc / float(1 << loss_frac) / (2 * n_samples)
     return {"engine_loss": engine_loss,
             "engine_loss_original_units": _original(engine_loss, label_scale),
             "loss_acc": status.loss_acc, "beats": status.beats, "samples": status.samples,
@@ -478,7 +588,8 @@ def train_stream_file(stream: EpochStreams, settings: TrainSettings, progress=No
     """Train the engine (golden model, or an engine backend checked against it) on a packed
     data set (a ``.zsgd`` :class:`~zipsgd.host.zsgd_file.StreamFile` or a
     :class:`~zipsgd.host.packed.PackedData`); epoch ``k`` reads stored stream ``(k - 1) mod
-    epoch_count``.  The stream's encoding, bits and bus width override ``settings``'.
+    epoch_count``.  The stream's encoding, bits and bus width override ``settings``'; a level
+    table in its header needs a backend that decodes one (``golden2``).
 
     Every epoch records ``loss_dequantized``, the loss of the model on the data of the first
     stored epoch as the engine decodes it, and, with ``eval_data`` (the original samples scaled
@@ -491,9 +602,13 @@ def train_stream_file(stream: EpochStreams, settings: TrainSettings, progress=No
         raise ConfigError(f"a .zsgd file trains on the golden model or an engine backend (not "
                           f"float SGD, which needs the unquantized data), found "
                           f"{settings.backend!r}")
-    if header.levels is not None:
-        raise ConfigError(f"{stream.name} carries a level table: expected uniform levels (the "
-                          "current engine and its model decode uniform levels only)")
+    backend = get_backend(settings.backend)
+    if header.levels is not None and not backend.levels:
+        raise ConfigError(f"{stream.name} carries a level table: expected a backend that "
+                          f"decodes level tables (golden2), found {settings.backend!r}")
+    if settings.levels is not None:
+        raise ConfigError(f"levels {settings.levels!r}: a .zsgd file brings its own levels "
+                          "(quantize --levels), expected none")
     layout = header.layout
     settings = TrainSettings(**{**asdict(settings), "encoding": layout.encoding.name.lower(),
                                 "bits": layout.bits, "bus_width": layout.bus_width})
@@ -505,7 +620,7 @@ def train_stream_file(stream: EpochStreams, settings: TrainSettings, progress=No
         settings, step = settings.with_step_for(eval_data.features, eval_data.labels)
     else:
         settings, step = settings.with_step_for(*dequantized.head(), header.n_samples)
-    engine_run_config(settings, header.n_features, 1)  # the registers, before any work
+    _run_config(settings)(settings, header.n_features, 1)  # the registers, before any work
     report = _report_base(stream.name, settings, header.n_samples, header.n_features)
     report["step_size"] = step
     losses = {"loss_dequantized": dequantized}
@@ -513,16 +628,24 @@ def train_stream_file(stream: EpochStreams, settings: TrainSettings, progress=No
         report["eval_source"] = eval_data.name
         losses = {"loss_eval": _exact_loss(eval_data, settings), **losses}
     report["loss_labels"] = {key: _LOSS_NAMES[key] for key in (*losses, "engine_loss")}
-    start = next(iter(losses.values()))(np.zeros(header.n_features))
+    divergence = _Divergence(settings, next(iter(losses.values()))(np.zeros(header.n_features)))
+    scaler = Scaler.from_table(header.offsets, header.scales, intercept=header.intercept)
+    if backend.numerics == 2:
+        def fields_for(epoch):  # the golden model takes an epoch's fields at once
+            return np.concatenate(list(stream.iter_fields((epoch - 1) % header.epoch_count)))
+
+        engine = _golden2_epochs(report, settings, header.n_features, header.n_samples,
+                                 fields_for, header.levels, float(header.scales[0]), losses,
+                                 divergence, progress)
+        return _finish(report, engine.model / float(1 << settings.model_frac),
+                       scaler.inverse_model, engine)
 
     def payload_for(epoch):  # read, checked and converted chunk by chunk as the model goes
         return restream_v1(stream.iter_epoch_chunks((epoch - 1) % header.epoch_count), layout,
                            header.n_features, header.n_samples)
 
     engine = _engine_epochs(report, settings, header.n_features, header.n_samples, payload_for,
-                            float(header.scales[0]), losses, _Divergence(settings, start),
-                            progress)
-    scaler = Scaler.from_table(header.offsets, header.scales, intercept=header.intercept)
+                            float(header.scales[0]), losses, divergence, progress)
     return _finish(report, engine.model / float(1 << settings.model_frac),
                    scaler.inverse_model, engine)
 
