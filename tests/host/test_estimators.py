@@ -119,6 +119,19 @@ def test_a_diverging_step_is_a_value_error_suggesting_a_smaller_one():
         ZipSGDRegressor(backend="float", step_size=50.0).fit(X, y)
 
 
+def test_levels_train_on_golden2_and_need_it():
+    """levels= packs a level table (optimal levels scale with minmax) and trains on the
+    backend that decodes it; a backend that does not is refused at fit."""
+    X, y = _regression()
+    model = ZipSGDRegressor(backend="golden2", levels="optimal", bits=3, epochs=6).fit(X, y)
+    assert model.score(X, y) > 0.95
+    assert model.engine_report_["layout"] == "double3/W64"
+    with pytest.raises(ValueError, match="needs a backend that decodes level tables"):
+        ZipSGDRegressor(backend="golden", levels="uniform").fit(X, y)
+    with pytest.raises(ValueError, match="^levels must be None or one of uniform, optimal"):
+        ZipSGDRegressor(backend="golden2", levels="best").fit(X, y)
+
+
 def test_the_package_exports_the_api():
     assert zipsgd.ZipSGDRegressor is ZipSGDRegressor
     assert {"quantize", "load", "PackedData", "ZipSGDClassifier"} <= set(zipsgd.__all__)

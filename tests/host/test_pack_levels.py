@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
+import zipsgd
 from zipsgd.host.datasets import NpySource
 from zipsgd.host.levels import LevelStats, solve_table
 from zipsgd.host.pack import pack_source, quantize_epoch
@@ -95,3 +96,19 @@ def test_raw32_has_no_levels(tmp_path, skewed):
     with pytest.raises(ConfigError, match="raw32"):
         pack_source(skewed, tmp_path / "o.zsgd", StreamLayout.make("raw32", 32, 64),
                     levels="uniform")
+
+
+def test_the_python_api_packs_the_same_file(tmp_path, skewed):
+    """zipsgd.quantize(levels=...) is zipsgd quantize --levels: minmax scaling unless given,
+    the same bytes as pack_source, and a PackedData that decodes through the table."""
+    labels, features = skewed.arrays()
+    packed = zipsgd.quantize(features, labels, bits=3, seed=4, epochs=2, levels="optimal",
+                             levels_method="exact", levels_points=512)
+    assert packed.header.scaling is Scaling.MINMAX and packed.header.levels is not None
+    pack_source(skewed, tmp_path / "o.zsgd", LAYOUT, seed=4, epochs=2, scaling="minmax",
+                levels="optimal", levels_method="exact", levels_points=512)
+    packed.save(tmp_path / "p.zsgd")
+    assert (tmp_path / "p.zsgd").read_bytes() == (tmp_path / "o.zsgd").read_bytes()
+    with pytest.raises(ConfigError, match="scales every column with minmax"):
+        zipsgd.quantize(features, labels, levels="optimal", scaling="maxabs")
+    assert zipsgd.quantize(features, labels).header.levels is None

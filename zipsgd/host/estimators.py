@@ -7,14 +7,17 @@ trains float64 SGD on the scaled samples; every other backend trains on the samp
 and packed by :func:`zipsgd.host.packed.quantize` (the pipeline of ``zipsgd quantize``), one
 independently quantized epoch per training epoch, and on the golden model or the engine.  The
 parameters are the training run's (:class:`~zipsgd.host.train.TrainSettings`, whose defaults
-they take); ``levels`` (optimal quantization levels) is not a parameter yet, as the current
-engine decodes uniform levels only.
+they take).  ``levels`` (``"uniform"`` or ``"optimal"``: a level table in the packed data, as
+``zipsgd quantize --levels``) needs a backend that decodes level tables (``golden2``); optimal
+levels scale with minmax instead of max-abs.
 
 Parameters are checked at ``fit`` (as scikit-learn requires): one out of its range raises
 ``ValueError`` naming it and the range.  Arrays are checked by scikit-learn's own validation.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -24,6 +27,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..spec.errors import ZipsgdError
 from ..spec.stream import BUS_WIDTHS
 from .backend import backend_names, get_backend
+from .levels import LEVEL_CHOICES
 from .packed import quantize
 from .train import (
     ROUNDINGS,
@@ -89,6 +93,8 @@ _CHECKS = {
     "fit_intercept": ((lambda v: isinstance(v, (bool, np.bool_))), "True or False"),
     "max_features": _integer(1),
     "max_batch": _integer(1),
+    "levels": ((lambda v: v is None or (isinstance(v, str) and v in LEVEL_CHOICES)),
+               "None or one of " + ", ".join(LEVEL_CHOICES)),
 }
 
 
@@ -103,7 +109,7 @@ class _ZipSGD(BaseEstimator):
                  rounding=_RUN.rounding, model_format=(_RUN.model_width, _RUN.model_frac),
                  grad_format=(_RUN.grad_width, _RUN.grad_frac), lanes=_RUN.lanes,
                  seed=_RUN.seed, fit_intercept=True, max_features=_RUN.max_features,
-                 max_batch=_RUN.max_batch):
+                 max_batch=_RUN.max_batch, levels=_RUN.levels):
         self.backend = backend
         self.encoding = encoding
         self.bits = bits
@@ -122,6 +128,7 @@ class _ZipSGD(BaseEstimator):
         self.fit_intercept = fit_intercept
         self.max_features = max_features
         self.max_batch = max_batch
+        self.levels = levels
 
     def _settings(self) -> TrainSettings:
         for name, (check, allowed) in _CHECKS.items():
@@ -139,7 +146,7 @@ class _ZipSGD(BaseEstimator):
                 model_width=int(self.model_format[0]), model_frac=int(self.model_format[1]),
                 grad_width=int(self.grad_format[0]), grad_frac=int(self.grad_format[1]),
                 max_features=int(self.max_features), max_batch=int(self.max_batch),
-                lanes=None if self.lanes is None else int(self.lanes))
+                lanes=None if self.lanes is None else int(self.lanes), levels=self.levels)
         except ZipsgdError as error:
             raise ValueError(f"invalid parameters: {error}") from None
 
@@ -154,9 +161,12 @@ class _ZipSGD(BaseEstimator):
             else:
                 packed = quantize(X, labels, bits=settings.bits, encoding=settings.encoding,
                                   bus_width=settings.bus_width, seed=settings.seed,
-                                  epochs=settings.epochs, intercept=self.fit_intercept)
+                                  epochs=settings.epochs, intercept=self.fit_intercept,
+                                  levels=settings.levels)
                 data = scale_arrays(labels, X, scaler=packed.scaler)
-                report = train_stream_file(packed, settings, eval_data=data)
+                # (The packed data bring their level table.)
+                report = train_stream_file(packed, dataclasses.replace(settings, levels=None),
+                                           eval_data=data)
         except ZipsgdError as error:
             raise ValueError(str(error)) from None
         key = "loss" if "loss" in report["epochs"][0] else "loss_eval"

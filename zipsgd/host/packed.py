@@ -19,6 +19,7 @@ import numpy as np
 
 from ..spec.stream import StreamLayout
 from .datasets import ArraySource, DataSource
+from .levels import DEFAULT_POINTS
 from .pack import packed_stream
 from .quantize import dequantize_fields
 from .scaling import Scaler
@@ -98,9 +99,12 @@ class PackedData(EpochStreams):
 def quantize_source(source: DataSource, *, bits: int = _RUN.bits,
                     encoding: str = _RUN.encoding, bus_width: int = _RUN.bus_width,
                     seed: int = _RUN.seed, epochs: int = 1, epoch_first: int = 0,
-                    scaling="maxabs", intercept: bool = False) -> PackedData:
+                    scaling=None, intercept: bool = False, levels: str | None = None,
+                    levels_method: str = "discretized",
+                    levels_points: int = DEFAULT_POINTS) -> PackedData:
     """Scale, quantize and pack ``epochs`` epochs of ``source`` into memory (the pipeline of
-    :func:`~zipsgd.host.pack.pack_source`).
+    :func:`~zipsgd.host.pack.pack_source`; ``scaling`` None: maxabs, or minmax with
+    ``levels="optimal"``, as ``zipsgd quantize``).
 
     Raises
     ------
@@ -108,15 +112,20 @@ def quantize_source(source: DataSource, *, bits: int = _RUN.bits,
         As :func:`~zipsgd.host.pack.pack_source`.
     """
     layout = StreamLayout.make(encoding, bits, bus_width)
+    if scaling is None:
+        scaling = "minmax" if levels == "optimal" else "maxabs"
     header, payload = packed_stream(source, layout, seed=seed, epochs=epochs,
                                     epoch_first=epoch_first, scaling=scaling,
-                                    add_intercept=intercept, progress=False)
+                                    add_intercept=intercept, progress=False, levels=levels,
+                                    levels_method=levels_method, levels_points=levels_points)
     return PackedData(header, np.concatenate(list(payload)), source.name)
 
 
 def quantize(X, y, *, bits: int = _RUN.bits, encoding: str = _RUN.encoding,
              bus_width: int = _RUN.bus_width, seed: int = _RUN.seed, epochs: int = 1,
-             scaling="maxabs", intercept: bool = False, name: str = "arrays") -> PackedData:
+             scaling=None, intercept: bool = False, levels: str | None = None,
+             levels_method: str = "discretized", levels_points: int = DEFAULT_POINTS,
+             name: str = "arrays") -> PackedData:
     """Scale the samples ``X`` (shape ``(n, d)``) and labels ``y`` (shape ``(n,)``) to [-1, 1],
     quantize them (double sampling by default, fresh randomness per epoch) and pack them.
 
@@ -132,10 +141,18 @@ def quantize(X, y, *, bits: int = _RUN.bits, encoding: str = _RUN.encoding,
         Quantization seed, 0..2**64-1.
     epochs : int
         Independently quantized epochs to store.
-    scaling : str
-        ``maxabs`` or ``minmax``.
+    scaling : str, optional
+        ``maxabs`` or ``minmax``; none given: maxabs, or minmax with ``levels="optimal"``
+        (which needs it).
     intercept : bool
         Append a constant-1 feature.
+    levels : None, ``"uniform"`` or ``"optimal"``
+        A level table in the header (``zipsgd quantize --levels``; ``docs/LEVELS.md``); None:
+        no table (uniform levels, what the v1 engine reads).  Data with a table train on a
+        backend that decodes level tables (``golden2``).
+    levels_method, levels_points : str, int
+        The solver of optimal levels (``exact``, ``discretized`` or ``approx2``) and its
+        ``M``, as ``--levels-method`` and ``--levels-points``.
 
     Raises
     ------
@@ -146,7 +163,8 @@ def quantize(X, y, *, bits: int = _RUN.bits, encoding: str = _RUN.encoding,
     """
     return quantize_source(ArraySource(y, X, name), bits=bits, encoding=encoding,
                            bus_width=bus_width, seed=seed, epochs=epochs, scaling=scaling,
-                           intercept=intercept)
+                           intercept=intercept, levels=levels, levels_method=levels_method,
+                           levels_points=levels_points)
 
 
 def load(path) -> PackedData:
