@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import zlib
 from pathlib import Path
@@ -137,3 +138,16 @@ def test_an_epoch_range_past_32_bits_is_refused_on_reading(capsys, packed):
     struct.pack_into("<I", data, end, zlib.crc32(bytes(data[:end])))
     packed.write_bytes(bytes(data))
     refused(capsys, "inspect", packed, expected="expected the last epoch index to fit 32 bits")
+
+
+def test_export_verilog_name_prefixes_every_module(capsys, tmp_path):
+    args = ["export-verilog", "-o", tmp_path, "--bus-width", "64", "--max-features", "64",
+            "--max-batch", "4", "--lanes", "2"]
+    assert run(capsys, *args, "--name", "engine_a")[0] == 0
+    text = (tmp_path / "engine_a.v").read_text()
+    modules = re.findall(r"^module \\?(\S+)", text, re.M)
+    assert modules and all(name.startswith("engine_a") for name in modules), modules
+    assert json.loads((tmp_path / "engine_a.json").read_text())["top"] == "engine_a"
+    assert "irq" in [p["name"] for p in json.loads((tmp_path / "engine_a.json").read_text())
+                     ["ports"]]
+    refused(capsys, *args, "--name", "bad name", expected="Verilog identifier")

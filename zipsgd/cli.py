@@ -60,7 +60,7 @@ from .host.train import (
 from .host.zsgd_file import StreamFile
 from .hw import synth
 from .hw.boards import BOARDS
-from .hw.top import export_verilog
+from .hw.top import TOP_NAME, export_verilog
 from .spec.engine import (
     BOARD_FREQ_MHZ,
     BOARD_LANES,
@@ -530,6 +530,9 @@ def _add_export(sub) -> None:
     _add_build_options(p, _BUILD)
     p.add_argument("--lanes", type=int, default=None,
                    help="lanes L, a power of two from 2 to W/2 (none given: W/2)")
+    p.add_argument("--name", default=TOP_NAME,
+                   help="the top module's name, which starts every module name and the files' "
+                        "names: export each configuration of one design under its own name")
     p.add_argument("--force", action="store_true", help="overwrite the folder's engine files")
     p.set_defaults(run=_run_export)
 
@@ -546,7 +549,7 @@ def _add_build_options(p, params: EngineParams) -> None:
 def _run_export(args) -> int:
     params = EngineParams(args.bus_width, args.max_features, args.max_batch, args.lanes)
     folder = check_output_folder(args.output, create=True)
-    files = export_verilog(params)
+    files = export_verilog(params, args.name)
     for name in files:
         check_output(folder / name, args.force)
     for name, text in files.items():

@@ -16,7 +16,7 @@ from zipsgd.host.regmap_export import ADDRMAP_NAME, FORMATS, elaborate, export_r
 from zipsgd.spec.registers import REGISTERS
 from zipsgd.spec.registers import register as python_register
 
-_ACCESS = {"ro": (True, False), "rw": (True, True), "wo": (False, True)}
+_ACCESS = {"ro": (True, False), "rw": (True, True), "wo": (False, True), "w1c": (True, True)}
 
 
 def _map_of(top) -> dict:
@@ -56,6 +56,18 @@ def test_systemrdl_elaborates_to_the_python_register_map(tmp_path):
     assert _map_of(elaborate(path)) == _python_map()
     step = elaborate(path).get_child_by_name("STEP")
     assert step.get_property("desc") == python_register("STEP").description
+
+
+def test_write_one_to_clear_survives_the_round_trip(tmp_path):
+    path = export_registers("ipxact", tmp_path / "zipsgd_engine.xml")
+    compiler = RDLCompiler()
+    IPXACTImporter(compiler).import_file(str(path))
+    top = compiler.elaborate().top
+    for reg in (node for node in top.descendants() if isinstance(node, RegNode)):
+        clears = {str(f.get_property("onwrite")) for f in reg.fields()}
+        expected = "OnWriteType.woclr" if python_register(reg.inst_name).access == "w1c" \
+            else "None"
+        assert clears == {expected}, reg.inst_name
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")

@@ -59,7 +59,7 @@ TIMEOUT = 200  # cycles any single handshake may take
 STROBES = ("start", "abort", "clear_errors", "seed_write")
 OFF = {r.name: r.offset for r in REGISTERS}
 CONFIG_REGS = [r for r in REGISTERS if r.group == "config"]
-UNMAPPED = [0x018, 0x01C, 0x030, 0x03C, 0x070, 0x07C, 0x0C8, 0x100, 0x800, 0xFFC]
+UNMAPPED = [0x018, 0x01C, 0x038, 0x03C, 0x070, 0x07C, 0x0C8, 0x100, 0x800, 0xFFC]
 
 
 class Manager:
@@ -444,8 +444,8 @@ def test_b_and_r_back_pressure():
         for delay in (1, 4, 13):
             assert await axil.write(ctx, OFF["SEED"], delay, b_delay=delay) == RESP_OKAY
             assert await axil.read(ctx, OFF["SEED"], r_delay=delay) == (delay, RESP_OKAY)
-            assert await axil.write(ctx, 0x030, 1, b_delay=delay) == RESP_SLVERR
-            assert await axil.read(ctx, 0x030, r_delay=delay) == (0, RESP_SLVERR)
+            assert await axil.write(ctx, 0x038, 1, b_delay=delay) == RESP_SLVERR
+            assert await axil.read(ctx, 0x038, r_delay=delay) == (0, RESP_SLVERR)
             assert await axil.read(ctx, OFF["SEED"], ar_delay=delay) == (delay, RESP_OKAY)
 
     run(tb)
@@ -491,7 +491,7 @@ def test_pipelined_reads_answer_in_order(latency):
         await axil.write_word(ctx, OFF["STEP"], 0x5157)
         await axil.write_word(ctx, OFF["MODEL_INDEX"], 0)
         bus = bench.dut.axil
-        queue = [OFF["MODEL_DATA"], OFF["ID"], OFF["MODEL_DATA"], OFF["STEP"], 0x030]
+        queue = [OFF["MODEL_DATA"], OFF["ID"], OFF["MODEL_DATA"], OFF["STEP"], 0x038]
         answers = []
         ctx.set(bus.rready, 1)
         for _ in range(60):
@@ -799,3 +799,45 @@ def test_register_layout_packs_as_the_map():
             assert layout.const(values).as_bits() == word
             view = layout.from_bits(word)
             assert {f.name: int(view[f.name]) for f in reg.fields} == values
+
+
+def test_irq_follows_enabled_events_and_write_one_clears():
+    async def tb(ctx, bench, axil):
+        dut = bench.dut
+        assert decode("IRQ_STATUS", await axil.read_word(ctx, OFF["IRQ_STATUS"])) == \
+            {"done": 0, "error": 0}
+        # An epoch ends (DONE rises): pending, but irq stays low until enabled.
+        ctx.set(dut.status.done, 1)
+        await ctx.tick().repeat(2)
+        assert decode("IRQ_STATUS", await axil.read_word(ctx, OFF["IRQ_STATUS"]))["done"] == 1
+        assert ctx.get(dut.irq) == 0
+        await axil.write_word(ctx, OFF["IRQ_ENABLE"], encode("IRQ_ENABLE", done=1))
+        await ctx.tick().repeat(2)
+        assert ctx.get(dut.irq) == 1
+        # DONE staying high is no new event; writing 1 clears the bit and drops irq.
+        await axil.write_word(ctx, OFF["IRQ_STATUS"], encode("IRQ_STATUS", done=1))
+        await ctx.tick().repeat(2)
+        assert ctx.get(dut.irq) == 0
+        assert decode("IRQ_STATUS", await axil.read_word(ctx, OFF["IRQ_STATUS"]))["done"] == 0
+        # Writing 0 clears nothing; an error event (ERROR_COUNT moves) sets ERROR.
+        ctx.set(dut.status.error_count, 1)
+        await ctx.tick().repeat(2)
+        await axil.write_word(ctx, OFF["IRQ_STATUS"], 0)
+        assert decode("IRQ_STATUS", await axil.read_word(ctx, OFF["IRQ_STATUS"])) == \
+            {"done": 0, "error": 1}
+        assert ctx.get(dut.irq) == 0                   # error not enabled
+        await axil.write_word(ctx, OFF["IRQ_ENABLE"], encode("IRQ_ENABLE", done=1, error=1))
+        await ctx.tick().repeat(2)
+        assert ctx.get(dut.irq) == 1
+        # A new epoch's DONE edge while ERROR is pending: both pending.
+        ctx.set(dut.status.done, 0)
+        await ctx.tick()
+        ctx.set(dut.status.done, 1)
+        await ctx.tick().repeat(2)
+        assert decode("IRQ_STATUS", await axil.read_word(ctx, OFF["IRQ_STATUS"])) == \
+            {"done": 1, "error": 1}
+        await axil.write_word(ctx, OFF["IRQ_STATUS"], encode("IRQ_STATUS", done=1, error=1))
+        await ctx.tick().repeat(2)
+        assert ctx.get(dut.irq) == 0
+
+    run(tb)

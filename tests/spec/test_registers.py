@@ -43,6 +43,8 @@ EXPECTED_MAP = [
     ("MAX_FEATURES", 0x00C, "ro"), ("MAX_BATCH", 0x010, "ro"), ("LANES", 0x014, "ro"),
     ("CTRL", 0x020, "wo"), ("STATUS", 0x024, "ro"), ("ERROR_FLAGS", 0x028, "ro"),
     ("ERROR_COUNT", 0x02C, "ro"),
+    ("IRQ_ENABLE", 0x030, "rw"),
+    ("IRQ_STATUS", 0x034, "w1c"),
     ("FORMAT", 0x040, "rw"), ("N_FEATURES", 0x044, "rw"), ("BATCH_SIZE", 0x048, "rw"),
     ("N_SAMPLES_LO", 0x04C, "rw"), ("N_SAMPLES_HI", 0x050, "rw"), ("MODEL_FORMAT", 0x054, "rw"),
     ("GRAD_FORMAT", 0x058, "rw"), ("STEP", 0x05C, "rw"), ("DECAY", 0x060, "rw"),
@@ -59,6 +61,8 @@ EXPECTED_MAP = [
 
 #: Field positions as specified: register -> {field: (lsb, width)}.
 EXPECTED_FIELDS = {
+    "IRQ_ENABLE": {"done": (0, 1), "error": (1, 1)},
+    "IRQ_STATUS": {"done": (0, 1), "error": (1, 1)},
     "CTRL": {"start": (0, 1), "abort": (1, 1), "clear_errors": (2, 1)},
     "STATUS": {"busy": (0, 1), "done": (1, 1), "error": (2, 1), "draining": (3, 1),
                "loss_saturated": (4, 1)},

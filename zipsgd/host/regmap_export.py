@@ -29,8 +29,10 @@ __all__ = ["FORMATS", "ADDRMAP_NAME", "systemrdl_text", "elaborate", "export_reg
 FORMATS = ("rdl", "ipxact", "cheader")
 #: The address map's (and the C header's prefix) name.
 ADDRMAP_NAME = "zipsgd_engine"
-_SOFTWARE_ACCESS = {"ro": "r", "rw": "rw", "wo": "w"}
-_HARDWARE_ACCESS = {"ro": "w", "rw": "r", "wo": "r"}
+_SOFTWARE_ACCESS = {"ro": "r", "rw": "rw", "wo": "w", "w1c": "rw"}
+_HARDWARE_ACCESS = {"ro": "w", "rw": "r", "wo": "r", "w1c": "w"}
+#: Extra field properties of an access kind (SystemRDL): write-1-to-clear bits.
+_ON_WRITE = {"w1c": " onwrite = woclr;"}
 _NO_RESET = ("CTRL", "MODEL_DATA")
 
 
@@ -44,7 +46,8 @@ def _register_text(reg: Register) -> str:
     for f in reg.fields:
         reset = "" if reg.param is not None or reg.name in _NO_RESET else f" = {f.reset:#x}"
         lines.append(f"        field {{ sw = {_SOFTWARE_ACCESS[reg.access]}; "
-                     f"hw = {_HARDWARE_ACCESS[reg.access]}; desc = {_string(f.description)}; }} "
+                     f"hw = {_HARDWARE_ACCESS[reg.access]};{_ON_WRITE.get(reg.access, '')} "
+                     f"desc = {_string(f.description)}; }} "
                      f"{f.name}[{f.msb}:{f.lsb}]{reset};")
     lines.append(f"    }} {reg.name} @ {reg.offset:#05x};")
     return "\n".join(lines)

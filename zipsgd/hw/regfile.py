@@ -259,6 +259,8 @@ class RegisterFile(wiring.Component):
     ctrl : Out(ctrl_signature())
     status : In(status_signature())
     model : Out(model_port_signature(params=params))
+    irq : Out(1)
+        High while an IRQ_STATUS bit is set and enabled in IRQ_ENABLE (a level, registered).
 
     Raises
     ------
@@ -275,6 +277,7 @@ class RegisterFile(wiring.Component):
             "ctrl": Out(ctrl_signature()),
             "status": In(status_signature()),
             "model": Out(model_port_signature(params=params)),
+            "irq": Out(1),
         })
 
     @property
@@ -345,6 +348,15 @@ class RegisterFile(wiring.Component):
             # index < max_features <= 2**21 here, so the 24-bit register cannot wrap.
             m.d.sync += index.eq(index + 1)
 
+        # -- interrupt: events set IRQ_STATUS bits (a write of 1 clears one, an event wins) ------
+        pending = self._pending = Signal(register_layout(register("IRQ_STATUS")))
+        was_done, last_count = Signal(), Signal.like(status.error_count)
+        m.d.sync += [was_done.eq(status.done), last_count.eq(status.error_count)]
+        events = {"done": status.done & ~was_done, "error": status.error_count != last_count}
+        self._irq_events = events
+        enable = store["IRQ_ENABLE"]
+        m.d.sync += self.irq.eq((pending.as_value() & enable.as_value()) != 0)
+
         # -- writes ----------------------------------------------------------------------------
         byte_mask = Signal(DATA_WIDTH)
         m.d.comb += byte_mask.eq(Cat(*(w_strb[i].replicate(8) for i in range(len(w_strb)))))
@@ -360,6 +372,9 @@ class RegisterFile(wiring.Component):
         for reg, selected in zip(writable, aw_sel, strict=True):
             okay.append(selected & self._write(m, reg, write_go & selected, store, merge,
                                                w_data, w_strb, index_ok, config_locked))
+        for name, event in self._irq_events.items():
+            with m.If(event):
+                m.d.sync += getattr(pending, name).eq(1)
         with m.If(write_go):
             # SLVERR for an address that is not writable or a write that is refused.
             m.d.sync += [aw_full.eq(0), w_full.eq(0), bus.bvalid.eq(1),
@@ -415,6 +430,9 @@ class RegisterFile(wiring.Component):
                 for f in reg.fields:
                     m.d.sync += getattr(ctrl, f.name).eq(w_data[f.lsb] & w_strb[f.lsb // 8])
             return Const(1, 1)
+        if reg.name == "IRQ_STATUS":
+            self._clear_pending(m, taken, w_data, w_strb)
+            return Const(1, 1)
         if reg.name == "MODEL_DATA":
             writes = w_strb.all() & index_ok
             with m.If(taken & writes):
@@ -427,10 +445,17 @@ class RegisterFile(wiring.Component):
                 if reg.name == "SEED":
                     m.d.sync += ctrl.seed_write.eq(w_strb.any())
             return ~config_locked
-        assert reg.name == "MODEL_INDEX", reg.name
+        assert reg.name in ("MODEL_INDEX", "IRQ_ENABLE"), reg.name
         with m.If(taken):
             m.d.sync += stored.eq(merge(reg, stored))
         return Const(1, 1)
+
+    def _clear_pending(self, m, taken, w_data, w_strb):
+        """IRQ_STATUS: a written 1 clears its bit (the events, applied after, win)."""
+        bits = self._pending.as_value()
+        ones = Cat(*(w_data[i] & w_strb[i // 8] for i in range(len(bits))))
+        with m.If(taken):
+            m.d.sync += bits.eq(bits & ~ones)
 
     def _read(self, m, reg, taken, store, latches, index_ok, read_wait):
         """The word a read of ``reg`` returns (``None``: MODEL_DATA, see :meth:`_read_model`);
@@ -440,6 +465,8 @@ class RegisterFile(wiring.Component):
             return None
         if reg.name in store:
             return store[reg.name].as_value()
+        if reg.name == "IRQ_STATUS":
+            return self._pending.as_value()
         if reg.group == "identity":
             return Const(identity_values(self._params)[reg.name], DATA_WIDTH)
         if reg.wide:

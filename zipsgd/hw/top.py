@@ -16,6 +16,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..spec.engine import EngineParams
+from ..spec.errors import ConfigError
 from .core import SgdCore
 from .regfile import RegisterFile, axil_ports, connect_axil_ports
 
@@ -38,6 +39,8 @@ class ZipsgdEngine(wiring.Component):
         The packed sample stream (``docs/FORMAT.md``), one sample per packet.
     s_axil_* : AXI4-Lite slave
         The registers of ``docs/REGISTERS.md`` (12-bit addresses, 32-bit data).
+    irq : Out(1)
+        Interrupt, active-high level: an IRQ_STATUS event enabled in IRQ_ENABLE.
     """
 
     def __init__(self, params: EngineParams):
@@ -48,6 +51,7 @@ class ZipsgdEngine(wiring.Component):
             "s_axis_tdata": In(params.bus_width), "s_axis_tvalid": In(1),
             "s_axis_tready": Out(1), "s_axis_tlast": In(1),
             **axil_ports("s_axil_"),
+            "irq": Out(1),
         })
 
     @property
@@ -59,6 +63,7 @@ class ZipsgdEngine(wiring.Component):
         m.submodules.regs = regs = RegisterFile(params=self._params)
         m.submodules.core = core = SgdCore(self._params)
         connect_axil_ports(m, self, regs.axil, prefix="s_axil_")
+        m.d.comb += self.irq.eq(regs.irq)
         m.d.comb += [core.s_data.eq(self.s_axis_tdata), core.s_valid.eq(self.s_axis_tvalid),
                      core.s_last.eq(self.s_axis_tlast), self.s_axis_tready.eq(core.s_ready)]
         wiring.connect(m, regs.ctrl, core.ctrl)
@@ -73,7 +78,7 @@ class ZipsgdEngine(wiring.Component):
         return m
 
 
-def port_description(engine: ZipsgdEngine) -> dict:
+def port_description(engine: ZipsgdEngine, top: str = TOP_NAME) -> dict:
     """Ports (name, direction, width) and parameters of an engine, as JSON-ready data."""
     ports = []
     for name, member in engine.signature.members.items():
@@ -82,17 +87,22 @@ def port_description(engine: ZipsgdEngine) -> dict:
                       else len(getattr(engine, name))})
     ports = [{"name": "clk", "direction": "input", "width": 1},
              {"name": "rst", "direction": "input", "width": 1}] + ports
-    return {"top": TOP_NAME, "params": asdict(engine.params), "lanes": engine.params.lanes,
+    return {"top": top, "params": asdict(engine.params), "lanes": engine.params.lanes,
             "clock": "clk (rising edge)", "reset": "rst (synchronous, active high)",
             "interfaces": {"s_axis": "AXI4-Stream slave (tdata, tvalid, tready, tlast)",
-                           "s_axil": "AXI4-Lite slave, 12-bit address, 32-bit data"},
+                           "s_axil": "AXI4-Lite slave, 12-bit address, 32-bit data",
+                           "irq": "interrupt, active-high level (IRQ_ENABLE, IRQ_STATUS)"},
             "ports": ports}
 
 
-def export_verilog(params: EngineParams) -> dict[str, str]:
-    """The engine's files: ``{"zipsgd_engine.v": Verilog, "zipsgd_engine.json": ports and
-    parameters}`` (the caller publishes them)."""
+def export_verilog(params: EngineParams, name: str = TOP_NAME) -> dict[str, str]:
+    """The engine's files: ``{"NAME.v": Verilog, "NAME.json": ports and parameters}`` (the
+    caller publishes them).  Every module name starts with ``NAME``, so engines of different
+    configurations, each exported with its own name, can live in one design."""
+    if not name.isidentifier() or not name.isascii():
+        raise ConfigError(f"the module name must be a Verilog identifier (letters, digits, _), "
+                          f"found {name!r}")
     engine = ZipsgdEngine(params)
-    text = verilog.convert(engine, name=TOP_NAME, emit_src=False)
-    return {f"{TOP_NAME}.v": text,
-            f"{TOP_NAME}.json": json.dumps(port_description(engine), indent=1) + "\n"}
+    text = verilog.convert(engine, name=name, emit_src=False)
+    return {f"{name}.v": text,
+            f"{name}.json": json.dumps(port_description(engine, name), indent=1) + "\n"}

@@ -68,13 +68,14 @@ ENGINE_ID = 0x5A534744
 #: The ``VERSION`` register: bump when the register map or the engine's arithmetic changes.
 ENGINE_VERSION = 1
 
-#: Register access kinds: read-only, read-write, write-only.
-ACCESSES = ("ro", "rw", "wo")
+#: Register access kinds: read-only, read-write, write-only, and read with write-1-to-clear.
+ACCESSES = ("ro", "rw", "wo", "w1c")
 #: Register groups (sections of the document; the hardware treats each group alike).
 GROUPS = {
     "identity": "Identity: constants and build-time parameters",
     "control": "Control and status",
     "config": "Run configuration (writable only while idle)",
+    "interrupt": "Interrupt (the `irq` output)",
     "counters": "Epoch counters (reset by START)",
     "model": "Model memory port",
 }
@@ -157,7 +158,7 @@ class Register:
     offset : int
         Byte offset, a multiple of 4 below ``2**ADDR_WIDTH``.
     access : str
-        ``"ro"``, ``"rw"`` or ``"wo"``.
+        ``"ro"``, ``"rw"``, ``"wo"`` or ``"w1c"`` (reads; writing 1 to a bit clears it).
     fields : tuple of Field
         Non-overlapping; bits outside every field read as 0 and ignore writes.
     description : str
@@ -223,11 +224,11 @@ class Register:
 
     @property
     def readable(self) -> bool:
-        return self.access in ("ro", "rw")
+        return self.access in ("ro", "rw", "w1c")
 
     @property
     def writable(self) -> bool:
-        return self.access in ("rw", "wo")
+        return self.access in ("rw", "wo", "w1c")
 
     @property
     def mask(self) -> int:
@@ -331,6 +332,16 @@ REGISTERS: tuple[Register, ...] = (
     Register("ERROR_COUNT", 0x02C, "ro", _single("error_count"),
              "Error events counted since reset (every event that sets a flag, also when the "
              "flag is already set); neither START nor CLEAR_ERRORS clears it.", "control"),
+    Register("IRQ_ENABLE", 0x030, "rw", (
+        Field("done", 0, 1, 0, "raise `irq` when an epoch finishes"),
+        Field("error", 1, 1, 0, "raise `irq` on an error event"),
+    ), "Which pending events drive the `irq` output (active high, level).", "interrupt"),
+    Register("IRQ_STATUS", 0x034, "w1c", (
+        Field("done", 0, 1, 0, "an epoch finished (STATUS.DONE rose)"),
+        Field("error", 1, 1, 0, "an error event (every event ERROR_COUNT counts)"),
+    ), "Pending interrupt events, set whether or not enabled; writing 1 to a bit clears it "
+       "(an event in the same cycle wins). `irq` is high while a pending bit is enabled.",
+       "interrupt"),
     # -- run configuration ------------------------------------------------------------------
     Register("FORMAT", 0x040, "rw", (
         Field("encoding", 0, 2, int(_D.encoding), "stream encoding", Encoding),
@@ -627,7 +638,8 @@ held until accepted. Fields are unsigned; bits outside every field read 0 and ig
   and a MODEL_DATA access with MODEL_INDEX >= N_max.
 * **Byte enables.** A write changes only the bytes whose WSTRB bit is set (byte merge with the
   stored value); a write with WSTRB = 0 is answered OKAY and changes nothing (no strobe, no
-  SEED reload). CTRL strobes fire for the 1 bits of enabled bytes. MODEL_DATA needs all four
+  SEED reload). CTRL strobes fire for the 1 bits of enabled bytes, and a `w1c` register
+  (IRQ_STATUS) clears the 1 bits of enabled bytes. MODEL_DATA needs all four
   byte enables (the regfile holds no copy of the model word to merge with).
 * **64-bit pairs.** Read `_LO` first: the `_LO` read latches the high word, which the next read
   of the `_HI` register returns, so a pair read while the engine runs is consistent. (N_SAMPLES
