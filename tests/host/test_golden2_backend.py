@@ -4,6 +4,8 @@ files; its results equal :class:`~zipsgd.golden.engine2.GoldenEngine2` driven di
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -41,12 +43,15 @@ def _direct(fields_for, table, settings: TrainSettings, n_features: int):
     params = EngineParams2(settings.bus_width, settings.max_features, 512)
     engine, statuses = None, []
     for epoch in range(1, settings.epochs + 1):
+        alpha = settings.step_size / epoch / settings.batch_size
+        # e's format: the most fraction bits for |alpha r| <= 4 alpha in 18 bits.
+        grad_frac = min(40, max(16, 17 - 2 - math.ceil(math.log2(alpha))))
         config = RunConfig2(encoding=Encoding.parse(settings.encoding), bits=settings.bits,
                             n_features=n_features, batch_size=settings.batch_size,
-                            model_width=32, model_frac=24, forward_frac=14, grad_frac=24,
-                            rounding=RoundingMode.STOCHASTIC, update_mode=UpdateMode.EXACT,
-                            seed=settings.seed)
-        step, shift = step_register(settings.step_size / epoch / settings.batch_size, config)
+                            model_width=32, model_frac=24, forward_frac=14,
+                            grad_frac=grad_frac, rounding=RoundingMode.STOCHASTIC,
+                            update_mode=UpdateMode.EXACT, seed=settings.seed)
+        step, shift = step_register(alpha, config)
         config = config.with_(step=step, residual_shift=shift)
         if engine is None:
             engine = GoldenEngine2(params, config, levels=table)

@@ -46,7 +46,13 @@ from ..spec.engine import (
     UpdateMode,
 )
 from ..spec.engine2 import LOSS_FRAC as LOSS_FRAC2
-from ..spec.engine2 import MAX_BATCH2, EngineParams2, RunConfig2, step_register
+from ..spec.engine2 import (
+    MAX_BATCH2,
+    RESIDUAL_WIDTH,
+    EngineParams2,
+    RunConfig2,
+    step_register,
+)
 from ..spec.errors import ConfigError, DatasetError
 from ..spec.fixed import RoundingMode
 from ..spec.link import DEFAULT_BAUD
@@ -301,23 +307,28 @@ def engine_run_config(settings: TrainSettings, n_features: int, epoch: int) -> R
 def engine_run_config2(settings: TrainSettings, n_features: int, epoch: int) -> RunConfig2:
     """The engine v2 register settings for ``epoch`` (from 1): the step ``alpha_k / B`` through
     :func:`~zipsgd.spec.engine2.step_register`, the forward operand at its default ``FL_f``
-    (at most ``FL_m``), decay and threshold as for v1; ``grad_width`` does not apply (the
-    scaled residual is 18 bits in v2)."""
+    (at most ``FL_m``), decay and threshold as for v1.  The scaled residual is 18 bits in v2, so
+    its format comes from the step, not from ``grad_width``/``grad_frac``: the most fraction
+    bits with which ``|e| = |alpha r|`` fits for ``|r| <= 4`` (labels and predictions of scaled
+    data), within ``FL_m - 8 .. 40``."""
     gamma = settings.gamma(epoch)
     shrink = 1.0 + gamma * settings.l2
+    alpha = gamma / settings.batch_size
+    fit = RESIDUAL_WIDTH - 1 - 2 - math.ceil(math.log2(alpha)) if alpha > 0 else 40
+    grad_frac = min(40, max(settings.model_frac - 8, 0, fit))
     config = RunConfig2(
         encoding=Encoding.parse(settings.encoding), bits=settings.bits, n_features=n_features,
         batch_size=settings.batch_size, model_width=settings.model_width,
         model_frac=settings.model_frac,
         forward_frac=min(RunConfig2.forward_frac, settings.model_frac),
-        grad_frac=settings.grad_frac,
+        grad_frac=grad_frac,
         decay=_word(gamma * settings.l2 / shrink, DECAY_FRAC, DECAY_WIDTH, "L2 decay"),
         threshold=_word(gamma * settings.l1 / shrink, settings.model_frac, 31, "L1 threshold",
                         allow_zero=True),
         rounding=RoundingMode[settings.rounding.upper().replace("-", "_")],
         update_mode=UpdateMode[settings.update_mode.upper()],
         seed=settings.seed & 0xFFFF_FFFF)
-    step, shift = step_register(gamma / settings.batch_size, config)
+    step, shift = step_register(alpha, config)
     return config.with_(step=step, residual_shift=shift)
 
 
