@@ -100,3 +100,10 @@ def test_run_convergence_study_writes_results(tmp_path, capsys):
     run_convergence_study(["synthetic:8:300"], bits=[3], epochs=2, out=out, force=True)
     assert "| double | 3 |" in (out / "convergence.md").read_text()
     assert json.loads((out / "convergence.json").read_text())[0]["rows"][-1]["bits"] == 3
+
+
+def test_engine_v2_numerics_end_within_a_tenth_of_a_percent_of_v1(study):
+    """Issue goal for numerics v2: the same runs on the golden2 model end within 0.1 %."""
+    gaps = {(r["encoding"], r["bits"]): r["v2_vs_v1"] for r in study["rows"] if "v2_vs_v1" in r}
+    assert set(gaps) == {("single", 2), ("single", 6), ("double", 2), ("double", 6)}
+    assert all(abs(gap) < 1e-3 for gap in gaps.values()), gaps

@@ -83,8 +83,12 @@ def convergence_rows(spec: str, bits, epochs: int | None = None, seed: int = 0,
         settings = replace(base, backend="golden", encoding=encoding, bits=b, step_size=alpha)
         report = train_in_memory(data, settings)
         reports[f"{encoding} b={b}"] = report
-        rows.append(_row(encoding, b, settings.layout().field_width,
-                         report["epochs"][-1]["loss"], float_loss, optimum, report))
+        row = _row(encoding, b, settings.layout().field_width, report["epochs"][-1]["loss"],
+                   float_loss, optimum, report)
+        # The same run on engine v2's numerics (the golden2 model).
+        v2 = train_in_memory(data, replace(settings, backend="golden2"))["epochs"][-1]["loss"]
+        row.update(final_loss_v2=v2, v2_vs_v1=v2 / row["final_loss"] - 1.0)
+        rows.append(row)
     doubles = [r for r in rows if r["encoding"] == "double" and r["gap_to_float"] <= CLAIM_GAP]
     return {"dataset": entry.spec, "n_samples": data.features.shape[0],
             "n_features": data.features.shape[1], "epochs": entry.epochs,
@@ -115,12 +119,20 @@ def _markdown(results: list[dict], command: str, seconds: float) -> str:
                   f"{result['epochs']} epochs, batch {result['batch_size']}, "
                   f"alpha {result['alpha']}, seed {result['seed']}; optimum loss "
                   f"{result['optimum_loss']:.6g} (closed form).", "",
-                  "| encoding | b | bits per field | final loss | vs float | vs optimum |",
-                  "|---|---|---|---|---|---|"]
+                  "| encoding | b | bits per field | final loss | vs float | vs optimum | "
+                  "engine v2 final loss | v2 vs v1 |",
+                  "|---|---|---|---|---|---|---|---|"]
         for row in result["rows"]:
+            v2 = (f"{row['final_loss_v2']:.6g} | {100 * row['v2_vs_v1']:+.4f}%"
+                  if "v2_vs_v1" in row else "- | -")
             lines.append(f"| {row['encoding']} | {row['bits']} | {row['field_bits']} | "
                          f"{row['final_loss']:.6g} | {100 * row['gap_to_float']:+.2f}% | "
-                         f"{100 * row['gap_to_optimum']:+.2f}% |")
+                         f"{100 * row['gap_to_optimum']:+.2f}% | {v2} |")
+        gaps = [abs(r["v2_vs_v1"]) for r in result["rows"] if "v2_vs_v1" in r]
+        if gaps:
+            lines += ["", f"Engine v2's numerics (the `golden2` model, same data, seeds and "
+                          f"schedule): largest difference from v1's final loss "
+                          f"{100 * max(gaps):.4f}% (goal: within 0.1%)."]
         by_key = {(r["encoding"], r["bits"]): r for r in result["rows"]}
         pairs = [(b, by_key[("double", b)], by_key[("single", b + 1)])
                  for (enc, b) in by_key if enc == "double" and ("single", b + 1) in by_key]

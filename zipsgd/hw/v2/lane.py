@@ -34,8 +34,8 @@ TABLE_WIDTH = 9
 TABLE_DEPTH = 2048
 #: Features a lane's per-feature tables hold (b <= 4: 16 words each).
 TABLE_FEATURES = TABLE_DEPTH // 16
-#: ``F1 * x_f`` and ``e * F2``: |value| <= 2**25.
-PRODUCT_WIDTH = PRODUCT_LOG2 + 1
+#: ``F1 * x_f`` and ``e * F2``: |value| <= 2**25 (2**25 itself needs the 27th bit).
+PRODUCT_WIDTH = PRODUCT_LOG2 + 2
 #: Cycles from ``fwd`` to ``product`` (``first``, ``second`` one cycle earlier).
 FORWARD_LATENCY = 3
 _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
