@@ -36,6 +36,15 @@ def cases(rng):
         dot = rng.choice(edges) if rng.random() < 0.1 else rng.randrange(-(1 << 34), 1 << 34)
         yield (dot, label, int(raw), rng.randrange(1, 18), rng.randrange(1 << 17),
                rng.randrange(64), RoundingMode(rng.randrange(3)), rng.randrange(1 << 16))
+    # Near e's rounding boundaries: small products, ties (an odd product shifted by 1), shifts
+    # around 16 (the window's edge) and values around the clamp.
+    for _ in range(600):
+        fl_f = rng.randrange(1, 18)
+        dot = rng.randrange(-(1 << 14), 1 << 14)
+        step = rng.choice([1, 2, 3, 5, 1 << 16, (1 << 17) - 1, rng.randrange(1 << 17)])
+        shift = rng.choice([0, 1, 2, 15, 16, 17, 18, rng.randrange(24), rng.randrange(40)])
+        yield (dot, 0, 0, fl_f, step, shift, RoundingMode(rng.randrange(3)),
+               rng.randrange(1 << 16))
 
 
 def test_matches_numerics_v2():

@@ -29,9 +29,9 @@ __all__ = ["SampleUnit", "LABEL_WIDTH", "LATENCY"]
 
 #: A label word: quantized ``<11, 9>`` or raw ``<18, 16>``, sign-extended to 18 bits.
 LABEL_WIDTH = FORWARD_WIDTH
-#: Cycles from a sample's inputs to its outputs: the residual, the product, the rounder's
-#: three stages and the clamp.
-LATENCY = 6
+#: Cycles from a sample's inputs to its outputs: the residual, the product and the three
+#: stages of ``e``'s rounding and clamp.
+LATENCY = 5
 #: Most a label is shifted right (raw labels with ``FL_f < 8``): ``16 - (8 + 1)``.
 _RIGHT = 7
 
@@ -88,25 +88,65 @@ class SampleUnit(wiring.Component):
         loss_sq, loss_clip3 = Signal(2 * LOSS_WIDTH), Signal()
         m.d.sync += [loss_sq.eq(loss_word * loss_word), loss_clip3.eq(loss_clip)]
 
-        # Stage 3..: e = sat_sym(round_m(a r, s)), then the symmetric clamp.
-        rounder = Rounder(m, self.residual_shift, self.rounding, 63, "e")
-        wide = Signal(signed(max(len(product), 64) + 1))
-        m.d.comb += wide.eq(product)
-        rounded, latency = rounder.pipelined(m, wide, rand2, "e")
-        assert 2 + latency + 1 == LATENCY
-        over, under = rounded > RESIDUAL_MAX, rounded < -RESIDUAL_MAX
-        m.d.sync += [self.e.eq(Mux(over, RESIDUAL_MAX, Mux(under, -RESIDUAL_MAX,
-                                                           rounded[:RESIDUAL_WIDTH]))),
-                     self.e_clipped.eq(over | under)]
+        # Stages 3-5: e = sat_sym(round_m(a r, s)) from the 34-bit window of (a r) 2**(16-s):
+        # the floor's 18 bits and the 16 dropped bits below it (docs/HARDWARE.md, "Engine v2").
+        rounded, e_clip, latency = self._round_e(m, product, rand2)
+        assert 2 + latency == LATENCY
+        m.d.comb += [self.e.eq(rounded), self.e_clipped.eq(e_clip)]
         # valid (from stage 2) and the loss term (from stage 3) travel beside the rounder.
         valid, loss, lclip = v2, loss_sq, loss_clip3
-        for i in range(latency):
+        for i in range(latency - 1):
             nv = Signal(name=f"valid_d{i}")
             m.d.sync += nv.eq(valid)
             valid = nv
-            if i < latency - 1:
+            if i < latency - 2:
                 nl, nc = Signal.like(loss, name=f"loss_d{i}"), Signal(name=f"lclip_d{i}")
                 m.d.sync += [nl.eq(loss), nc.eq(lclip)]
                 loss, lclip = nl, nc
         m.d.sync += [self.loss.eq(loss), self.loss_clipped.eq(lclip), self.out_valid.eq(valid)]
         return m
+
+    def _round_e(self, m, v, rand):
+        """``sat_sym(round_m(v, s))`` in three stages; returns ``(e, clipped, 3)``.
+
+        With ``t = floor(v 2**16 / 2**s)``, bits ``[16, 34)`` of ``t`` are the floor's low 18
+        bits (the whole floor when ``v``'s bits from ``s + 17`` up equal its sign) and bits
+        ``[0, 16)`` are the top 16 dropped bits.  Half-even needs, besides, whether a lower
+        dropped bit is set (``sticky``); stochastic needs nothing lower (its offset's low bits
+        are 0): its increment is the carry of ``t[:16] + rand``, the offset aligned to ``t``.
+        """
+        width = len(v)
+        shift, mode = self.residual_shift, self.rounding
+        # Stage 3: the window, whether the floor fits 18 bits, the sticky bit; the masks follow
+        # the (fixed) shift.
+        t = Signal(RESIDUAL_WIDTH + RAND_BITS)
+        fits, sticky, low_bits = Signal(), Signal(), Signal(RAND_BITS)
+        # Masks of a fixed shift against constants (no adders): v's bits from s + 17 up, and
+        # its bits below s - 16.
+        above = Cat(*((shift <= k - (RESIDUAL_WIDTH - 1)) if k >= RESIDUAL_WIDTH - 1
+                      else Const(0, 1) for k in range(width - 1)))
+        below = Cat(*(shift > k + RAND_BITS for k in range(width - 1)))
+        sign = v[-1]
+        m.d.sync += [
+            t.eq((Cat(Const(0, RAND_BITS), v).as_signed() >> shift)[:len(t)]),
+            fits.eq(~((v[:-1] ^ sign.replicate(width - 1)) & above).any()),
+            sticky.eq((v[:-1] & below).any()),
+            # s < 16 drops fewer than 16 bits: the offset's low 16 - s bits are 0.
+            low_bits.eq(Cat(*(shift >= RAND_BITS - k for k in range(RAND_BITS))) & rand),
+        ]
+        # Stage 4: the increment.
+        dropped, floor = t[:RAND_BITS], t[RAND_BITS:].as_signed()
+        half = dropped[-1] & (dropped[:-1].any() | sticky | floor[0])
+        carry = (dropped + low_bits)[RAND_BITS]          # the carry out of 16 bits
+        inc = Signal()
+        floor4, fits4, neg4 = Signal(signed(RESIDUAL_WIDTH)), Signal(), Signal()
+        m.d.sync += [inc.eq(Mux(mode == RoundingMode.TRUNCATE, 0,
+                                Mux(mode == RoundingMode.HALF_EVEN, half, carry))),
+                     floor4.eq(floor), fits4.eq(fits), neg4.eq(sign)]
+        # Stage 5: floor + increment, clamped to [-MAX, MAX] (the whole floor when it fits).
+        total = floor4 + inc
+        e, clipped = Signal(signed(RESIDUAL_WIDTH)), Signal()
+        limit = Mux(neg4, -RESIDUAL_MAX, RESIDUAL_MAX)
+        over = ~fits4 | (total > RESIDUAL_MAX) | (total < -RESIDUAL_MAX)
+        m.d.sync += [e.eq(Mux(over, limit, total[:RESIDUAL_WIDTH])), clipped.eq(over)]
+        return e, clipped, 3
