@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from amaranth.sim import Simulator
+from sim_support import simulate
 
 from zipsgd.hw.v2.gearbox import FIELD_WIDTHS, FieldGearbox
 
@@ -59,10 +59,7 @@ def run(bus_width: int, streams: list[tuple[int, list[int]]], seed: int) -> list
             ctx.set(dut.beats.valid, 0)
             out.append(windows)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     return out
 
 
@@ -115,6 +112,4 @@ def test_raw_word_rounds_and_clamps():
             assert ctx.get(out) == (clamped + (1 << 13)) >> 14, hex(w)
             await ctx.delay(1e-9)
 
-    sim = Simulator(m)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(m, bench, clock=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from amaranth.sim import Simulator
+from sim_support import simulate
 
 from zipsgd.hw.v2.lane import FORWARD_LATENCY, TABLE_DEPTH, Lane
 from zipsgd.spec.engine2 import PARTIAL_WIDTH, RESIDUAL_MAX
@@ -135,8 +135,5 @@ def test_lane_against_model(raw, seed):
                     if ctx.get(dut.partial) != (value if word_tag == tag else 0):
                         errors.append(("final", bank, addr, tag))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     assert not errors, errors[:5]

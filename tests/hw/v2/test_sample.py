@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from amaranth.sim import Simulator
+from sim_support import simulate
 
 from zipsgd.hw.v2.sample import LATENCY, SampleUnit
 from zipsgd.spec.engine2 import (
@@ -74,7 +74,4 @@ def test_matches_numerics_v2():
                 (dot, label, raw, fl_f, step, shift, mode, rand)
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)

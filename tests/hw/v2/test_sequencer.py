@@ -6,7 +6,7 @@ import math
 import random
 
 import pytest
-from amaranth.sim import Simulator
+from sim_support import simulate
 
 from zipsgd.hw.v2.sequencer import WindowSequencer, sequence_reference
 
@@ -56,10 +56,7 @@ def test_addresses_starts_and_validity():
                 ctx.set(dut.advance, 0)
                 t += int(step)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
 
 
 @pytest.mark.parametrize("fields", [8, 33, 100])

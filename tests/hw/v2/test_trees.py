@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from amaranth.sim import Simulator
+from sim_support import simulate
 
 from zipsgd.hw.v2.lane import PRODUCT_WIDTH
 from zipsgd.hw.v2.trees import GROUP, ReductionTree, SegmentedSum
@@ -58,10 +58,7 @@ def test_segmented_sum_closes_every_sample():
                 if ctx.get(dut.closed_valid[g]):
                     closed.append(ctx.get(dut.closed[g]))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     assert closed == reference(stream)
 
 
@@ -79,10 +76,7 @@ def test_reduction_tree_adds():
             await ctx.tick()
             totals.append(ctx.get(dut.total))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     expected = [sum(v) for v in inputs]
     latency = next(i for i in range(10) if totals[i:i + len(expected)] == expected)
     assert latency + 1 == (LANES - 1).bit_length()          # one register per level

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from amaranth.sim import Simulator
+from sim_support import simulate
 
 from zipsgd.hw.v2.update import LATENCY, UpdateUnit
 from zipsgd.spec.engine2 import EngineParams2
@@ -65,7 +65,4 @@ def test_matches_numerics_v2():
             assert got == reference(gradient, word, rand, us, fs, wl, mode, decay, threshold), \
                 (gradient, word, rand, us, fs, wl, mode, decay, threshold)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
