@@ -120,3 +120,17 @@ def test_exact_and_delayed_differ_only_in_staleness():
     # One batch of all samples in EXACT mode and batches of one in DELAYED mode are different
     # algorithms; each is deterministic.
     assert not np.array_equal(out[UpdateMode.EXACT], out[UpdateMode.DELAYED])
+
+
+def test_residual_draws_step_generator_s_mod_r_in_sample_order():
+    from zipsgd.spec.rng import seed_states, xorshift32_step
+
+    engine = GoldenEngine2(PARAMS, RunConfig2(n_features=3, seed=99))
+    draws = np.concatenate([engine._residual_draws(c) for c in (1, 5, 16, 3, 4100, 7)])
+    units, count = PARAMS.update_units, PARAMS.residual_generators
+    states = [int(x) for x in seed_states(99, units + count)[units:]]
+    expected = []
+    for s in range(draws.size):
+        states[s % count] = xorshift32_step(states[s % count])
+        expected.append(states[s % count] & 0xFFFF)
+    assert draws.tolist() == expected

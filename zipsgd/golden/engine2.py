@@ -35,6 +35,8 @@ from ..spec.stream import RAW_ONE, Encoding, StreamLayout, decode_fields
 __all__ = ["GoldenEngine2", "decode2", "forward_operand"]
 
 _RAND_MASK = (1 << RAND_BITS) - 1
+#: Residual-generator outputs made at a time (the sequence does not depend on it).
+_DRAW_BLOCK = 4096
 
 
 def decode2(fields: np.ndarray, layout: StreamLayout, levels: np.ndarray | None = None):
@@ -94,21 +96,25 @@ class GoldenEngine2:
         states = seed_states(seed, units + draws)
         self.bank = XorshiftBank(units, seed)              # the update generators
         self.residual_states = states[units:].copy()
+        self.residual_buffers = [np.empty(0, dtype=np.uint32) for _ in range(draws)]
         self.residual_count = 0                            # samples drawn since the seed
 
     def _residual_draws(self, count: int) -> np.ndarray:
         """Low 16 bits for the next ``count`` samples: sample ``s`` (counted from the seed
-        write) steps residual generator ``s mod R``."""
+        write) steps residual generator ``s mod R``.  Outputs are generated ahead in blocks."""
         draws = self.params.residual_generators
-        first = self.residual_count
-        index = np.arange(first, first + count)
+        index = np.arange(self.residual_count, self.residual_count + count) % draws
         out = np.empty(count, dtype=np.int64)
         for r in range(draws):
-            mine = index[index % draws == r]
-            if mine.size:
-                outputs, self.residual_states[r:r + 1] = generate(self.residual_states[r:r + 1],
-                                                                 mine.size)
-                out[index % draws == r] = outputs[:, 0].astype(np.int64) & _RAND_MASK
+            mine = index == r
+            need = int(mine.sum())
+            if need > self.residual_buffers[r].size:
+                more, self.residual_states[r:r + 1] = generate(
+                    self.residual_states[r:r + 1], max(need, _DRAW_BLOCK))
+                self.residual_buffers[r] = np.concatenate([self.residual_buffers[r],
+                                                           more[:, 0]])
+            out[mine] = self.residual_buffers[r][:need].astype(np.int64) & _RAND_MASK
+            self.residual_buffers[r] = self.residual_buffers[r][need:]
         self.residual_count += count
         return out
 
