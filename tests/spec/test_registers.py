@@ -98,7 +98,7 @@ def test_map_is_as_specified():
     for name, expected in EXPECTED_FIELDS.items():
         assert {f.name: (f.lsb, f.width) for f in register(name).fields} == expected, name
     assert register("ID").reset == 0x5A534744 == int.from_bytes(b"ZSGD", "big")
-    assert register("VERSION").reset == regs.ENGINE_VERSION == 1
+    assert register("VERSION").reset == regs.ENGINE_VERSION == 2
 
 
 def test_offsets_are_unique_aligned_and_in_the_address_space():
@@ -259,7 +259,7 @@ def test_read_run_config_refuses_a_bad_configuration():
                                                                  max_batch=7)])
 def test_identity_values(params):
     assert identity_values(params) == {
-        "ID": 0x5A534744, "VERSION": 1, "BUS_WIDTH": params.bus_width,
+        "ID": 0x5A534744, "VERSION": 2, "BUS_WIDTH": params.bus_width,
         "MAX_FEATURES": params.max_features, "MAX_BATCH": params.max_batch,
         "LANES": params.lanes}
     with pytest.raises(TypeError, match="EngineParams"):

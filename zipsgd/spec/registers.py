@@ -66,7 +66,7 @@ RESP_SLVERR = 2
 #: The ``ID`` register: ASCII "ZSGD".
 ENGINE_ID = 0x5A534744
 #: The ``VERSION`` register: bump when the register map or the engine's arithmetic changes.
-ENGINE_VERSION = 1
+ENGINE_VERSION = 2
 
 #: Register access kinds: read-only, read-write, write-only, and read with write-1-to-clear.
 ACCESSES = ("ro", "rw", "wo", "w1c")
