@@ -48,15 +48,17 @@ class LaneArray(wiring.Component):
                          lane.fwd_slot.eq(slots[k]), lane.fwd_addr.eq(seq.addr[k])]
             if k % 4 == 0:
                 m.d.comb += lane.raw_word.eq(raw_word([slots[k + i] for i in range(4)]))
-            start = seq.start[k]
+            start, end = seq.start[k], seq.end[k]
             for i in range(FORWARD_LATENCY):
                 delayed = Signal(name=f"start{k}_d{i}")
-                m.d.sync += delayed.eq(start)
-                start = delayed
-            m.d.comb += [seg.products[k].eq(lane.product), seg.starts[k].eq(start)]
+                delayed_end = Signal(name=f"end{k}_d{i}")
+                m.d.sync += [delayed.eq(start), delayed_end.eq(end)]
+                start, end = delayed, delayed_end
+            m.d.comb += [seg.products[k].eq(lane.product), seg.starts[k].eq(start),
+                         seg.ends[k].eq(end)]
             # The gradient pass: the replayed second level and address (a delay line stands in
             # for the replay memory), and the residual of the lane's sample in its group.
-            f2, addr, before = lane.second, seq.addr[k], seq.start[k]
+            f2, addr, before = lane.f2, seq.addr[k], seq.start[k]
             for i in range(4):
                 d2 = Signal.like(f2, name=f"f2_{k}_{i}")
                 da = Signal.like(addr, name=f"a_{k}_{i}")
@@ -67,15 +69,17 @@ class LaneArray(wiring.Component):
             m.d.comb += [lane.bwd_valid.eq(ctrl[60]), lane.bwd_second.eq(f2),
                          lane.bwd_e.eq(Mux(before, self.e[g], self.e[g + 1])),
                          lane.bwd_addr.eq(addr), lane.bwd_bank.eq(ctrl[61]),
-                         lane.bwd_tag.eq(ctrl[62]), lane.upd_addr.eq(ctrl[30:30 + aw]),
-                         lane.upd_bank.eq(~ctrl[61]), lane.upd_tag.eq(ctrl[63]),
+                         lane.upd_addr.eq(ctrl[30:30 + aw]), lane.upd_bank.eq(~ctrl[61]),
+                         lane.upd_enable.eq(ctrl[(k + 2) % 64]), lane.upd_both.eq(ctrl[63]),
+                         lane.bypass.eq(ctrl[62]),
                          lane.xf_we.eq(ctrl[k % 64]), lane.xf_addr.eq(ctrl[:aw + 1]),
                          lane.xf_data.eq(ctrl[:18]), lane.cb_we.eq(ctrl[(k + 1) % 64]),
                          lane.cb_addr.eq(ctrl[:11]), lane.cb_data.eq(ctrl[11:20]),
                          red.partials[k].eq(lane.partial)]
         x = 0
         for g in range(lanes // GROUP):
-            x = x ^ seg.closed[g] ^ seg.closed_valid[g]
+            m.d.comb += seg.labels[g].eq(Cat(*(slots[g * GROUP + i] for i in range(2))))
+            x = x ^ seg.closed[g] ^ seg.closed_valid[g] ^ seg.closed_label[g]
         acc = Signal(64)
         m.d.sync += acc.eq(x ^ red.total ^ Cat(seq.ready))
         m.d.comb += self.out.eq(acc)

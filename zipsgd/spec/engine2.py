@@ -42,7 +42,8 @@ __all__ = [
     "FORWARD_WIDTH", "RESIDUAL_WIDTH", "RESIDUAL_MAX", "STEP_WIDTH", "RAW_FEATURE_FRAC2",
     "RAW_ROUND_SHIFT", "RAW_PRODUCT_SHIFT2", "PRODUCT_LOG2", "LOSS_WIDTH", "LOSS_FRAC",
     "LOSS_ACC_WIDTH", "PARTIAL_WIDTH", "MAX_BATCH2", "update_units", "DECAY_FRAC",
-    "DECAY_WIDTH", "step_register",
+    "DECAY_WIDTH", "step_register", "LanePlan", "lane_plan", "LANE_CAPACITY",
+    "LANE_TABLE_FEATURES", "MAX_SAMPLE_WINDOWS", "MIN_SAMPLE_POSITIONS",
 ]
 
 #: The forward operand ``x_f``: ``<18, FL_f>``, one MULT18X18D input.
@@ -232,3 +233,71 @@ def step_register(alpha: float, config: RunConfig2) -> tuple[int, int]:
                           f"(FL_f={config.forward_frac}, FL_e={config.grad_frac})")
     mantissa = min(int(round(alpha * 2.0 ** exponent)), k)
     return mantissa, exponent + base
+
+
+#: Words of a lane's per-feature memories (forward operands, partials, replay).
+LANE_CAPACITY = 512
+#: Features a lane's per-feature level tables hold (2048 words, 16 levels each).
+LANE_TABLE_FEATURES = 128
+#: Windows a sample may span: the replay memory (``LANE_CAPACITY`` passes) also holds the
+#: passes issued while the sample's residual is computed.
+MAX_SAMPLE_WINDOWS = 448
+#: Lanes of a group: each holds at most one sample end, so a sample is at least this long.
+MIN_SAMPLE_POSITIONS = 8
+
+
+@dataclass(frozen=True)
+class LanePlan:
+    """How engine v2 lays one epoch onto its lanes (dense mode, ``docs/HARDWARE.md``).
+
+    ``positions`` fields per window (``L``, or ``L/4`` raw32 words); lane ``k`` holds the
+    features ``j = k (mod 2**g_log2)`` at ``j >> g_log2`` (``wrap`` addresses); ``step`` is the
+    address increment per window; ``last_window``/``last_valid`` end the stream; ``bypass``
+    is set when ``(n + 1) | positions`` (a lane meets one feature in every window).
+    """
+
+    field_width: int
+    positions: int
+    g_log2: int
+    wrap: int
+    step: int
+    last_window: int
+    last_valid: int
+    bypass: bool
+    batch_positions: int
+    batches: int
+    total: int
+
+
+def lane_plan(config: RunConfig2, params: EngineParams2, samples: int,
+              per_feature_levels: bool = False) -> LanePlan:
+    """The lane plan of an epoch of ``samples`` samples; :class:`ConfigError` if the engine
+    cannot lay it out."""
+    config.check_against(params)
+    if samples < 1:
+        raise ConfigError(f"an epoch needs at least 1 sample, found {samples}")
+    raw = config.encoding is Encoding.RAW32
+    fields = config.n_features + 1
+    positions = params.lanes // 4 if raw else params.lanes
+    least = 2 if raw else MIN_SAMPLE_POSITIONS
+    if fields < least:
+        raise ConfigError(f"engine v2 needs samples of at least {least} fields "
+                          f"(n_features >= {least - 1}), found n_features={config.n_features}")
+    g = 1
+    while fields % (2 * g) == 0 and positions % (2 * g) == 0:
+        g *= 2
+    wrap = fields // g
+    limit = LANE_TABLE_FEATURES if per_feature_levels else LANE_CAPACITY
+    if wrap > limit or -(-fields // positions) + 2 > MAX_SAMPLE_WINDOWS:
+        raise ConfigError(f"n_features must leave at most {limit} features per lane "
+                          f"(n+1 = {fields} over {positions // g} lane classes), "
+                          f"found n_features={config.n_features}")
+    total = samples * fields
+    last_window = (total - 1) // positions
+    layout = StreamLayout(config.encoding, config.bits, params.bus_width)
+    return LanePlan(
+        field_width=8 if raw else layout.field_width, positions=positions,
+        g_log2=g.bit_length() - 1, wrap=wrap, step=(positions % fields) // g,
+        last_window=last_window, last_valid=total - last_window * positions,
+        bypass=positions % fields == 0, batch_positions=config.batch_size * fields,
+        batches=-(-samples // config.batch_size), total=total)

@@ -34,7 +34,7 @@ def test_lane_against_model(raw, seed):
     dut = Lane(CAPACITY, raw=raw)
     words = [rng.randrange(-256, 256) for _ in range(TABLE_DEPTH)]
     xf = [rng.randrange(-(1 << 17), 1 << 17) for _ in range(2 * CAPACITY)]
-    partials = [[(0, 0)] * CAPACITY for _ in range(2)]      # (value, tag)
+    partials = [[0] * CAPACITY for _ in range(2)]
     errors = []
 
     async def bench(ctx):
@@ -57,9 +57,12 @@ def test_lane_against_model(raw, seed):
             double = rng.randrange(2)
             raw_mode = int(raw and setting % 3 == 2)
             buffer = rng.randrange(2)
+            # Bypass mode: the lane holds one feature, summed into in consecutive cycles.
+            bypass = int(setting % 3 == 1)
+            bypass_addr = rng.randrange(CAPACITY)
             for sig, v in ((dut.index_mask, (1 << bits) - 1), (dut.bit_select, 1 << (bits - 1)),
                            (dut.double, double), (dut.per_feature, per_feature),
-                           (dut.buffer, buffer), (dut.raw, raw_mode)):
+                           (dut.buffer, buffer), (dut.raw, raw_mode), (dut.bypass, bypass)):
                 ctx.set(sig, v)
             await ctx.tick()
             table = {"words": words, "top": 1 << bits}
@@ -67,7 +70,7 @@ def test_lane_against_model(raw, seed):
             # the engine (a batch's sums, the previous batch's update).
             bank = setting % 2
             expect_levels, expect_fwd, expect_upd = {}, {}, {}
-            last = None
+            last = last_upd = None
             for cycle in range(200):
                 fwd = rng.random() < 0.8
                 addr = rng.randrange(CAPACITY)
@@ -84,33 +87,47 @@ def test_lane_against_model(raw, seed):
                     f1 = level(table, per_feature, addr, index, index + s1)
                     f2 = level(table, per_feature, addr, index, index + s2)
                     x = xf[buffer * CAPACITY + addr]
-                    expect_levels[cycle + FORWARD_LATENCY - 1] = (f1, f2)
+                    expect_levels[cycle + FORWARD_LATENCY - 1] = (f1, f2, raw_word if raw_mode
+                                                                  else f2)
                     expect_fwd[cycle + FORWARD_LATENCY] = (raw_word * x) >> 8 if raw_mode \
                         else f1 * x
+                else:
+                    expect_fwd[cycle + FORWARD_LATENCY] = 0        # an invalid field adds 0
                 bwd = rng.random() < 0.7
                 b_addr = rng.randrange(CAPACITY)
-                if last == b_addr:
+                if bypass:
+                    b_addr = bypass_addr
+                elif last == b_addr:
                     b_addr = (b_addr + 1) % CAPACITY        # never the same word back to back
-                tag = (setting // 2) % 2
                 e = rng.randrange(-RESIDUAL_MAX, RESIDUAL_MAX + 1)
-                f2_in = rng.randrange(-256, 257)
+                f2_in = rng.randrange(-(1 << 16), (1 << 16) + 1) if raw_mode \
+                    else rng.randrange(-256, 257)
                 for sig, v in ((dut.bwd_valid, int(bwd)), (dut.bwd_e, e),
                                (dut.bwd_second, f2_in), (dut.bwd_addr, b_addr),
-                               (dut.bwd_bank, bank), (dut.bwd_tag, tag)):
+                               (dut.bwd_bank, bank)):
                     ctx.set(sig, v)
                 last = b_addr if bwd else None
                 if bwd:
                     term = (e * f2_in) >> 8 if raw_mode else e * f2_in
-                    old, old_tag = partials[bank][b_addr]
-                    partials[bank][b_addr] = (wrap((old if old_tag == tag else 0) + term), tag)
-                upd_addr, upd_tag = rng.randrange(CAPACITY), rng.randrange(2)
+                    partials[bank][b_addr] = wrap(partials[bank][b_addr] + term)
+                # The update reads a word of the other memory and clears it (never the same
+                # word twice in a row: the engine reads each word once per batch).
+                upd_addr = rng.randrange(CAPACITY)
+                if upd_addr == last_upd:
+                    upd_addr = (upd_addr + 1) % CAPACITY
+                enable = int(rng.random() < 0.8)
+                last_upd = upd_addr if enable else None
                 ctx.set(dut.upd_bank, 1 - bank)
                 ctx.set(dut.upd_addr, upd_addr)
-                ctx.set(dut.upd_tag, upd_tag)
-                value, word_tag = partials[1 - bank][upd_addr]
-                expect_upd[cycle + 1] = value if word_tag == upd_tag else 0
-                if cycle in expect_levels and not raw_mode:
-                    got = (ctx.get(dut.first), ctx.get(dut.second))
+                ctx.set(dut.upd_enable, enable)
+                expect_upd[cycle + 1] = partials[1 - bank][upd_addr] if enable else 0
+                if enable:
+                    partials[1 - bank][upd_addr] = 0
+                if cycle in expect_levels and raw_mode:
+                    if ctx.get(dut.f2) != expect_levels.pop(cycle)[2]:
+                        errors.append(("raw f2", setting, cycle))
+                elif cycle in expect_levels:
+                    got = (ctx.get(dut.first), ctx.get(dut.second), ctx.get(dut.f2))
                     if got != expect_levels.pop(cycle):
                         errors.append(("levels", setting, cycle, got, bits, per_feature,
                                        double, raw_mode))
@@ -121,19 +138,22 @@ def test_lane_against_model(raw, seed):
                 await ctx.tick()
             ctx.set(dut.fwd_valid, 0)
             ctx.set(dut.bwd_valid, 0)
+            ctx.set(dut.upd_enable, 0)
             for _ in range(4):
                 await ctx.tick()
-        # Every word of both memories, through the update's port.
+        # Every word of both memories, through the update's port (twice: the first read
+        # cleared it).
         for bank in range(2):
-            for addr in range(CAPACITY):
-                for tag in range(2):
+            for rep in range(2):
+                for addr in range(CAPACITY):
                     ctx.set(dut.upd_bank, bank)
                     ctx.set(dut.upd_addr, addr)
-                    ctx.set(dut.upd_tag, tag)
+                    ctx.set(dut.upd_enable, 1)
                     await ctx.tick()
-                    value, word_tag = partials[bank][addr]
-                    if ctx.get(dut.partial) != (value if word_tag == tag else 0):
-                        errors.append(("final", bank, addr, tag))
+                    ctx.set(dut.upd_enable, 0)
+                    if ctx.get(dut.partial) != (partials[bank][addr] if rep == 0 else 0):
+                        errors.append(("final", bank, addr, rep))
+                    await ctx.tick()
 
     simulate(dut, bench)
     assert not errors, errors[:5]

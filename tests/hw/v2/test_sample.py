@@ -75,3 +75,40 @@ def test_matches_numerics_v2():
             await ctx.tick()
 
     simulate(dut, bench)
+
+
+def test_back_to_back_samples():
+    """A new sample every cycle (settings fixed, as in the engine): no stage takes a value of
+    its neighbour (large residuals of either sign saturate ``e``)."""
+    dut = SampleUnit(PARAMS.dot_width)
+    rng = random.Random(12)
+    for_run = [(rng.randrange(1, 18), rng.randrange(1 << 17), rng.randrange(10, 40),
+                RoundingMode(rng.randrange(3))) for _ in range(6)]
+
+    async def bench(ctx):
+        for fl_f, step, shift, mode in for_run:
+            for sig, v in ((dut.raw, 0), (dut.forward_frac, fl_f), (dut.step, step),
+                           (dut.residual_shift, shift), (dut.rounding, mode)):
+                ctx.set(sig, v)
+            await ctx.tick()
+            pending = []
+            for cycle in range(60 + LATENCY):
+                if cycle < 60:
+                    dot = rng.choice([rng.randrange(-(1 << 34), 1 << 34),
+                                      rng.randrange(-(1 << 20), 1 << 20)])
+                    label, rand = rng.randrange(-512, 513), rng.randrange(1 << 16)
+                    ctx.set(dut.valid, 1)
+                    ctx.set(dut.dot, dot)
+                    ctx.set(dut.label, label)
+                    ctx.set(dut.rand, rand)
+                    pending.append(reference(dot, label, 0, fl_f, step, shift, mode, rand))
+                else:
+                    ctx.set(dut.valid, 0)
+                await ctx.tick()
+                if ctx.get(dut.out_valid):
+                    got = (ctx.get(dut.e), ctx.get(dut.e_clipped), ctx.get(dut.loss),
+                           ctx.get(dut.loss_clipped))
+                    assert got == pending.pop(0)
+            assert not pending
+
+    simulate(dut, bench)

@@ -21,24 +21,29 @@ def _runs():
     for fields in sizes:
         g = math.gcd(fields, LANES)
         g_log2 = rng.randrange(g.bit_length())         # any power of two dividing the gcd
-        runs.append((fields, g_log2, rng.randrange(1, 40)))
+        runs.append((fields, g_log2, rng.randrange(1, 40), False))
+    for fields in [2, 3, 5, 8, 9, 16, 17, 100]:
+        g = math.gcd(fields, LANES // 4)
+        runs.append((fields, rng.randrange(g.bit_length()), rng.randrange(1, 30), True))
     return runs
 
 
-def test_addresses_starts_and_validity():
+def test_addresses_starts_ends_and_validity():
     dut = WindowSequencer(LANES, addr_width=9)
     rng = random.Random(7)
     runs = _runs()
 
     async def bench(ctx):
-        for fields, g_log2, samples in runs:
+        for fields, g_log2, samples, raw in runs:
+            per = LANES // 4 if raw else LANES
             total = fields * samples
-            windows = -(-total // LANES)
-            ctx.set(dut.step, (LANES % fields) >> g_log2)
+            windows = -(-total // per)
+            ctx.set(dut.raw, raw)
+            ctx.set(dut.step, (per % fields) >> g_log2)
             ctx.set(dut.wrap, fields >> g_log2)
             ctx.set(dut.g_log2, g_log2)
             ctx.set(dut.last_window, windows - 1)
-            ctx.set(dut.last_valid, total - (windows - 1) * LANES)
+            ctx.set(dut.last_valid, total - (windows - 1) * per)
             ctx.set(dut.restart, 1)
             await ctx.tick()
             ctx.set(dut.restart, 0)
@@ -46,10 +51,12 @@ def test_addresses_starts_and_validity():
                 await ctx.tick()
             t = 0
             while t < windows:
-                got = [(ctx.get(dut.addr[k]), ctx.get(dut.start[k]), ctx.get(dut.valid[k]))
-                       for k in range(LANES)]
-                assert got == sequence_reference(t, LANES, fields, g_log2, total), \
-                    (fields, g_log2, samples, t)
+                want = sequence_reference(t, LANES, fields, g_log2, total, raw)
+                got = [(ctx.get(dut.addr[k]) if w[3] else 0, ctx.get(dut.start[k]),
+                        ctx.get(dut.end[k]), ctx.get(dut.valid[k]))
+                       for k, w in enumerate(want)]
+                want = [(a if v else 0, s, e, v) for a, s, e, v in want]
+                assert got == want, (fields, g_log2, samples, raw, t)
                 step = rng.random() < 0.7
                 ctx.set(dut.advance, int(step))
                 await ctx.tick()
@@ -61,6 +68,6 @@ def test_addresses_starts_and_validity():
 
 @pytest.mark.parametrize("fields", [8, 33, 100])
 def test_reference_visits_each_feature_once_per_sample(fields):
-    seen = [j for t in range(fields) for j, _, _ in
-            [(a, s, v) for a, s, v in sequence_reference(t, LANES, fields, 0, fields * LANES)]]
+    seen = [a for t in range(fields)
+            for a, _, _, _ in sequence_reference(t, LANES, fields, 0, fields * LANES)]
     assert sorted(seen) == sorted(list(range(fields)) * LANES)

@@ -1,43 +1,65 @@
-"""``hw.v2.trees``: the segmented sum closes every sample with the sum of its products (at
-most one sample start per group of eight lanes), and the reduction tree adds its inputs."""
+"""``hw.v2.trees``: the segmented sum closes every sample with the sum of its products and its
+label (at most one sample end per group of eight lanes); the reduction and fold trees add."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
 from sim_support import simulate
 
 from zipsgd.hw.v2.lane import PRODUCT_WIDTH
-from zipsgd.hw.v2.trees import GROUP, ReductionTree, SegmentedSum
+from zipsgd.hw.v2.trees import GROUP, FoldTree, ReductionTree, SegmentedSum
 
 LANES = 32
 
 
 def windows(rng, count):
-    """Random windows: products and starts, at most one start per group."""
-    out = []
+    """Random windows of samples of 8..40 fields: products, starts, ends and labels."""
+    out, left = [], rng.randrange(1, 20)
     for _ in range(count):
         products = [rng.choice([rng.randrange(-(1 << 25), (1 << 25) + 1), -(1 << 25), 1 << 25])
                     for _ in range(LANES)]
-        starts = [0] * LANES
-        for g in range(LANES // GROUP):
-            if rng.random() < 0.6:
-                starts[g * GROUP + rng.randrange(GROUP)] = 1
-        out.append((products, starts, int(rng.random() < 0.85)))
-    return out
+        starts, ends = [0] * LANES, [0] * LANES
+        labels = [0] * (LANES // GROUP)
+        for k in range(LANES):
+            left -= 1
+            if left == 0:
+                ends[k] = 1
+                left = rng.choice([8, 8, 9, rng.randrange(8, 41)])
+                if k + 1 < LANES:
+                    starts[k + 1] = 1
+                    labels[(k + 1) // GROUP] = rng.randrange(-(1 << 17), 1 << 17)
+        out.append([products, starts, ends, labels, 1])
+    # Lane 0 of a window after an end starts a sample.
+    for i in range(1, count):
+        if out[i - 1][2][LANES - 1]:
+            out[i][1][0] = 1
+            out[i][3][0] = rng.randrange(-(1 << 17), 1 << 17)
+    # Idle cycles between windows (valid low, inputs are noise).
+    stream = []
+    for w in out:
+        while rng.random() < 0.15:
+            stream.append(([rng.randrange(1 << 20) for _ in range(LANES)], [0] * LANES,
+                           [0] * LANES, [0] * (LANES // GROUP), 0))
+        stream.append(tuple(w))
+    return stream
 
 
 def reference(stream):
-    """Each start closes the sum of the products since the previous start (or the beginning)."""
-    sums, running = [], 0
-    for products, starts, valid in stream:
+    """Each end closes the sum of the products since the previous end, with the label of the
+    latest start (none before the first start: label 0)."""
+    sums, running, label = [], 0, 0
+    for products, starts, ends, labels, valid in stream:
         if not valid:
             continue
-        for p, s in zip(products, starts, strict=True):
+        for k, (p, s, e) in enumerate(zip(products, starts, ends, strict=True)):
             if s:
-                sums.append(running)
-                running = 0
+                label = labels[k // GROUP]
             running += p
+            if e:
+                sums.append((running, label))
+                running = 0
     return sums
 
 
@@ -46,20 +68,48 @@ def test_segmented_sum_closes_every_sample():
     stream = windows(rng, 300)
     dut = SegmentedSum(LANES, PRODUCT_WIDTH, 42)
     closed = []
+    idle = ([0] * LANES, [0] * LANES, [0] * LANES, [0] * (LANES // GROUP), 0)
 
     async def bench(ctx):
-        for products, starts, valid in stream + [([0] * LANES, [0] * LANES, 0)] * 8:
+        for products, starts, ends, labels, valid in stream + [idle] * 8:
             for k in range(LANES):
                 ctx.set(dut.products[k], products[k])
                 ctx.set(dut.starts[k], starts[k])
+                ctx.set(dut.ends[k], ends[k])
+            for g, label in enumerate(labels):
+                ctx.set(dut.labels[g], label)
             ctx.set(dut.valid, valid)
             await ctx.tick()
             for g in range(LANES // GROUP):
                 if ctx.get(dut.closed_valid[g]):
-                    closed.append(ctx.get(dut.closed[g]))
+                    closed.append((ctx.get(dut.closed[g]), ctx.get(dut.closed_label[g])))
 
     simulate(dut, bench)
-    assert closed == reference(stream)
+    want = reference(stream)
+    assert len(closed) == len(want) > 100
+    assert closed == want
+
+
+@pytest.mark.parametrize("classes", [1, 2, 4])
+def test_fold_tree_sums_classes(classes):
+    rng = random.Random(classes)
+    dut = FoldTree(LANES, classes, 35)
+    inputs = [[rng.randrange(-(1 << 34), 1 << 34) for _ in range(LANES)] for _ in range(40)]
+    inputs += [[(1 << 34) - 1] * LANES, [-(1 << 34)] * LANES]
+    got = []
+
+    async def bench(ctx):
+        for values in inputs + [[0] * LANES] * dut.latency:
+            for k, v in enumerate(values):
+                ctx.set(dut.partials[k], v)
+            await ctx.tick()
+            got.append(([ctx.get(dut.sums[u]) for u in range(classes)], ctx.get(dut.total)))
+
+    simulate(dut, bench)
+    got = got[dut.latency - 1:]
+    for values, (sums, total) in zip(inputs, got, strict=False):
+        assert sums == [sum(values[u::classes]) for u in range(classes)]
+        assert total == sum(values)
 
 
 def test_reduction_tree_adds():

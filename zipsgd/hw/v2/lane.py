@@ -8,8 +8,11 @@ memories hold the data of the features that reach it, at the address the sequenc
   ports, and ``l_(2^b)`` is +256 without a read;
 * the forward operands, two buffers (the update units fill the one not read);
 * two gradient-partial memories, one summed into (per sample, by its batch) while the update
-  reads the other; a word carries bit 1 of its batch's index, and a word of an older batch
-  reads as 0, so nothing is ever cleared.
+  reads the other; the update clears each word it reads (``upd_both``: in both memories), so
+  a batch's first term at a word adds to 0.
+
+A field that is not valid (``fwd_valid`` low) gives the product 0, so masked lanes add nothing
+to the segmented sum.
 """
 
 from __future__ import annotations
@@ -45,8 +48,11 @@ class Lane(wiring.Component):
     """A lane's datapath and memories.
 
     Settings (held while busy): ``index_mask`` = ``2**b - 1``, ``bit_select`` one-hot of ``b``
-    (bit ``b - 1`` set), ``double``, ``per_feature`` (level tables per feature), ``buffer``
-    (the forward-operand buffer read), ``raw`` (raw lanes only: ``raw_word`` replaces F1).
+    (bit ``b - 1`` set), ``double``, ``per_feature`` (level tables per feature), ``raw`` (raw
+    lanes only: ``raw_word`` replaces F1 and F2), ``bypass`` (a lane may sum into one partial
+    word in consecutive cycles: the word being written is used instead of the stale read).
+    ``buffer`` chooses the forward-operand buffer of each field.  ``f2`` is the field's second
+    level (the raw word on raw lanes in raw mode), beside ``first``.
     """
 
     def __init__(self, capacity: int, raw: bool = False):
@@ -55,23 +61,30 @@ class Lane(wiring.Component):
         aw = self.addr_width = (capacity - 1).bit_length()
         super().__init__({
             "index_mask": In(8), "bit_select": In(8), "double": In(1), "per_feature": In(1),
-            "buffer": In(1), "raw": In(1),
+            "buffer": In(1), "raw": In(1), "bypass": In(1),
             # The forward pass.
             "fwd_valid": In(1), "fwd_slot": In(SLOT_WIDTH), "fwd_addr": In(aw),
             "raw_word": In(signed(FORWARD_WIDTH)),
             "first": Out(signed(LEVEL_WIDTH)), "second": Out(signed(LEVEL_WIDTH)),
+            "f2": Out(signed(self.f2_width(raw))),
             "product": Out(signed(PRODUCT_WIDTH)), "product_valid": Out(1),
             # The gradient pass.
-            "bwd_valid": In(1), "bwd_second": In(signed(LEVEL_WIDTH)),
+            "bwd_valid": In(1), "bwd_second": In(signed(self.f2_width(raw))),
             "bwd_e": In(signed(RESIDUAL_WIDTH)), "bwd_addr": In(aw),
-            "bwd_bank": In(1), "bwd_tag": In(1),
-            # The update pass reads memory ``upd_bank`` (words tagged ``upd_tag``).
-            "upd_addr": In(aw), "upd_bank": In(1), "upd_tag": In(1),
+            "bwd_bank": In(1),
+            # The update pass reads (and then clears) word ``upd_addr`` of memory ``upd_bank``
+        # where ``upd_enable`` is set.
+            "upd_addr": In(aw), "upd_bank": In(1), "upd_enable": In(1), "upd_both": In(1),
             "partial": Out(signed(PARTIAL_WIDTH)),
             # Writes: forward operands from the update units, levels from the host.
             "xf_we": In(1), "xf_addr": In(aw + 1), "xf_data": In(signed(FORWARD_WIDTH)),
             "cb_we": In(1), "cb_addr": In(11), "cb_data": In(signed(TABLE_WIDTH)),
         })
+
+    @staticmethod
+    def f2_width(raw: bool) -> int:
+        """Width of a lane's second operand: a level, or a raw word on raw lanes."""
+        return FORWARD_WIDTH if raw else LEVEL_WIDTH
 
     def elaborate(self, platform):
         m = Module()
@@ -111,14 +124,17 @@ class Lane(wiring.Component):
                      self.second.eq(Mux(d_s2, upper, la.data))]
         operand = Signal(signed(FORWARD_WIDTH))
         v2 = Signal()
-        m.d.sync += [operand.eq(xr.data), v2.eq(d_valid)]
+        # An invalid field multiplies by 0 (a synchronous reset of the operand register).
+        m.d.sync += [operand.eq(Mux(d_valid, xr.data, 0)), v2.eq(d_valid)]
         if self.raw_lane:
             # The raw word arrives with the slot: two registers put it beside ``first``.
             raw1, raw2 = Signal(signed(FORWARD_WIDTH)), Signal(signed(FORWARD_WIDTH))
             m.d.sync += [raw1.eq(self.raw_word), raw2.eq(raw1)]
             f1 = Mux(self.raw, raw2, self.first)
+            m.d.comb += self.f2.eq(Mux(self.raw, raw2, self.second))
         else:
             f1 = self.first
+            m.d.comb += self.f2.eq(self.second)
         # Cycle 2: the product (one MULT18X18D); raw words carry 8 more fraction bits.
         prod = Signal(signed(2 * FORWARD_WIDTH))
         m.d.sync += [prod.eq(f1 * operand), self.product_valid.eq(v2)]
@@ -128,33 +144,41 @@ class Lane(wiring.Component):
         aw = self.addr_width
         banks = []
         for g in range(2):
-            mem = memory.Memory(shape=PARTIAL_WIDTH + 1, depth=self.capacity, init=[],
+            mem = memory.Memory(shape=signed(PARTIAL_WIDTH), depth=self.capacity, init=[],
                                 attrs=_MARK)
             m.submodules[f"partials{g}"] = mem
             banks.append((mem.read_port(), mem.write_port()))
         # Cycle 1: the operands (the multiplier's input registers) and the partial's read;
         # cycle 2: the term (its output register) and the partial, summed and written.  A
-        # lane never meets one feature in two consecutive windows (docs/HARDWARE.md), so no
-        # read falls in the cycle its word is written.
-        e, f2 = Signal(signed(RESIDUAL_WIDTH)), Signal(signed(LEVEL_WIDTH))
-        v1, addr1, bank1, tag1 = Signal(), Signal(aw), Signal(), Signal()
+        # lane meets one feature in two consecutive windows only in bypass mode.
+        e, f2 = Signal(signed(RESIDUAL_WIDTH)), Signal.like(self.bwd_second)
+        v1, addr1, bank1 = Signal(), Signal(aw), Signal()
         m.d.sync += [e.eq(self.bwd_e), f2.eq(self.bwd_second), v1.eq(self.bwd_valid),
-                     addr1.eq(self.bwd_addr), bank1.eq(self.bwd_bank), tag1.eq(self.bwd_tag)]
-        product = Signal(signed(RESIDUAL_WIDTH + LEVEL_WIDTH))
-        v2, addr2, bank2, tag2 = Signal(), Signal(aw), Signal(), Signal()
-        m.d.sync += [product.eq(e * f2), v2.eq(v1), addr2.eq(addr1), bank2.eq(bank1),
-                     tag2.eq(tag1)]
+                     addr1.eq(self.bwd_addr), bank1.eq(self.bwd_bank)]
+        product = Signal(signed(RESIDUAL_WIDTH + len(f2)))
+        v2, addr2, bank2 = Signal(), Signal(aw), Signal()
+        m.d.sync += [product.eq(e * f2), v2.eq(v1), addr2.eq(addr1), bank2.eq(bank1)]
         term = Mux(self.raw, product >> 8, product) if self.raw_lane else product
         new = Signal(signed(PARTIAL_WIDTH))
+        # The update reads a word and clears it the next cycle (its bank's write port is free:
+        # the gradient sums into the other bank), so every batch starts from zero words.
+        upd_bank1, upd_enable1, upd_addr1, both1 = Signal(), Signal(), Signal(aw), Signal()
+        m.d.sync += [upd_bank1.eq(self.upd_bank), upd_enable1.eq(self.upd_enable),
+                     upd_addr1.eq(self.upd_addr), both1.eq(self.upd_both)]
         for g, (r, w) in enumerate(banks):
+            summing = v2 & (bank2 == g)
+            clearing = upd_enable1 & ((upd_bank1 == g) | both1)
             m.d.comb += [r.addr.eq(Mux(v1 & (bank1 == g), addr1, self.upd_addr)),
-                         w.addr.eq(addr2), w.en.eq(v2 & (bank2 == g)),
-                         w.data.eq(Cat(new, tag2))]
+                         w.addr.eq(Mux(summing, addr2, upd_addr1)),
+                         w.en.eq(summing | clearing),
+                         w.data.eq(Mux(summing, new, 0))]
         old = Mux(bank2, banks[1][0].data, banks[0][0].data)
-        m.d.comb += new.eq(Mux(old[PARTIAL_WIDTH] == tag2, old[:PARTIAL_WIDTH], 0) + term)
+        # Bypass mode: the word written last cycle, if this write goes to the same bank (the
+        # lane then holds one feature, so the address is the same too).
+        written, wrote, wrote_bank = Signal(signed(PARTIAL_WIDTH)), Signal(), Signal()
+        m.d.sync += [written.eq(new), wrote.eq(v2), wrote_bank.eq(bank2)]
+        forward = self.bypass & wrote & (wrote_bank == bank2)
+        m.d.comb += new.eq(Mux(forward, written, old) + term)
         # The update's word: read with the address of the cycle before.
-        upd_tag1, upd_bank1 = Signal(), Signal()
-        m.d.sync += [upd_tag1.eq(self.upd_tag), upd_bank1.eq(self.upd_bank)]
         read = Mux(upd_bank1, banks[1][0].data, banks[0][0].data)
-        m.d.comb += self.partial.eq(Mux(read[PARTIAL_WIDTH] == upd_tag1,
-                                        read[:PARTIAL_WIDTH], 0))
+        m.d.comb += self.partial.eq(Mux(upd_enable1, read, 0))

@@ -120,7 +120,7 @@ class SampleUnit(wiring.Component):
         # Stage 3: the window, whether the floor fits 18 bits, the sticky bit; the masks follow
         # the (fixed) shift.
         t = Signal(RESIDUAL_WIDTH + RAND_BITS)
-        fits, sticky, low_bits = Signal(), Signal(), Signal(RAND_BITS)
+        fits, sticky, low_bits, negative = Signal(), Signal(), Signal(RAND_BITS), Signal()
         # Masks of a fixed shift against constants (no adders): v's bits from s + 17 up, and
         # its bits below s - 16.
         above = Cat(*((shift <= k - (RESIDUAL_WIDTH - 1)) if k >= RESIDUAL_WIDTH - 1
@@ -133,6 +133,7 @@ class SampleUnit(wiring.Component):
             sticky.eq((v[:-1] & below).any()),
             # s < 16 drops fewer than 16 bits: the offset's low 16 - s bits are 0.
             low_bits.eq(Cat(*(shift >= RAND_BITS - k for k in range(RAND_BITS))) & rand),
+            negative.eq(sign),
         ]
         # Stage 4: the increment.
         dropped, floor = t[:RAND_BITS], t[RAND_BITS:].as_signed()
@@ -142,7 +143,7 @@ class SampleUnit(wiring.Component):
         floor4, fits4, neg4 = Signal(signed(RESIDUAL_WIDTH)), Signal(), Signal()
         m.d.sync += [inc.eq(Mux(mode == RoundingMode.TRUNCATE, 0,
                                 Mux(mode == RoundingMode.HALF_EVEN, half, carry))),
-                     floor4.eq(floor), fits4.eq(fits), neg4.eq(sign)]
+                     floor4.eq(floor), fits4.eq(fits), neg4.eq(negative)]
         # Stage 5: floor + increment, clamped to [-MAX, MAX] (the whole floor when it fits).
         total = floor4 + inc
         e, clipped = Signal(signed(RESIDUAL_WIDTH)), Signal()

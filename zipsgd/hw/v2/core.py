@@ -1,0 +1,541 @@
+"""Engine v2's core: packed beats in, one epoch of mini-batch SGD on the on-chip model
+(``docs/HARDWARE.md``, "Engine v2"; bit-exact with ``zipsgd/golden/engine2.py``).
+
+Data flow, for a *pass* (the lanes ``[lo, hi)`` of a window, issued in cycle ``c``):
+
+* ``c``: the gearbox's window and the sequencer's addresses reach the lanes;
+* ``c + 3``: the products reach the segmented sum (the labels, from the start lanes' levels);
+* ``c + 7``: each group closes at most one sample: dot product and label to its sample unit,
+  with the next output of residual generator ``s mod R``;
+* ``c + 12``: the scaled residual ``e`` of sample ``s`` is written into the residual ring;
+* the lanes keep each field's second level and address in their *replay* memories; a pass is
+  replayed (its gradient terms summed into the partials) once the residual of its last sample
+  is in the ring;
+* a batch whose gradient is complete is updated by the :class:`~.updater.Updater`, which writes
+  the next model version's forward operands into the lanes' idle buffer.
+
+Passes split a window only where a batch needs a model version that is not ready yet (EXACT:
+the previous batch's update; DELAYED: the one before), so a pass holds at most two batches.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from zipsgd.spec.engine import DECAY_WIDTH, MODEL_STORAGE_WIDTH
+from zipsgd.spec.engine2 import (
+    LANE_CAPACITY,
+    LOSS_ACC_WIDTH,
+    RESIDUAL_WIDTH,
+    STEP_WIDTH,
+    EngineParams2,
+    LanePlan,
+    RunConfig2,
+    UpdateMode,
+)
+from zipsgd.spec.fixed import RAND_BITS
+from zipsgd.spec.stream import Encoding
+
+from ..core import UNUSED_COLLISION_ATTRIBUTE
+from ..rng import XorshiftBank
+from .gearbox import FieldGearbox, beat_layout, raw_word
+from .lane import FORWARD_LATENCY, PRODUCT_WIDTH, TABLE_WIDTH, Lane
+from .sample import LABEL_WIDTH, SampleUnit
+from .sample import LATENCY as SAMPLE_LATENCY
+from .sequencer import WindowSequencer
+from .trees import GROUP, SEGMENT_LATENCY, SegmentedSum
+from .updater import Updater
+
+__all__ = ["Core2", "RING_DEPTH", "core_settings"]
+
+_MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
+#: Residuals a ring bank holds (sample ``s`` in bank ``s mod R``).
+RING_DEPTH = 32
+#: Cycles from a pass's issue to its residuals in the ring.
+_E_LATENCY = FORWARD_LATENCY + SEGMENT_LATENCY + SAMPLE_LATENCY + 1
+#: Cycles from a replay to its terms being in the partial memories.
+_REPLAY_LATENCY = 4
+
+
+def _settings(params: EngineParams2, aw: int) -> dict:
+    mw = (params.max_features - 1).bit_length() + 1
+    return {
+        "field_width": In(4), "index_mask": In(8), "bit_select": In(8), "double": In(1),
+        "per_feature": In(1), "raw": In(1), "bypass": In(1),
+        "g_log2": In(3), "wrap": In(aw + 1), "step_addr": In(aw + 1),
+        "last_window": In(32), "last_valid": In(8),
+        "n_features": In(mw), "batch_positions": In(32), "batches": In(32), "exact": In(1),
+        "forward_frac": In(5), "step": In(STEP_WIDTH), "residual_shift": In(6),
+        "rounding": In(2), "update_shift": In(6), "forward_shift": In(5),
+        "model_width": In(6), "decay": In(DECAY_WIDTH), "threshold": In(31),
+    }
+
+
+def core_settings(config: RunConfig2, plan: LanePlan, per_feature: bool = False) -> dict:
+    """The values of :class:`Core2`'s setting ports for a run."""
+    raw = config.encoding is Encoding.RAW32
+    bits = 0 if raw else config.bits
+    return {
+        "field_width": plan.field_width, "index_mask": (1 << bits) - 1,
+        "bit_select": (1 << (bits - 1)) if bits else 0,
+        "double": int(config.encoding is Encoding.DOUBLE), "per_feature": int(per_feature),
+        "raw": int(raw), "bypass": int(plan.bypass), "g_log2": plan.g_log2, "wrap": plan.wrap,
+        "step_addr": plan.step, "last_window": plan.last_window, "last_valid": plan.last_valid,
+        "n_features": config.n_features, "batch_positions": plan.batch_positions,
+        "batches": plan.batches, "exact": int(config.update_mode is UpdateMode.EXACT),
+        "forward_frac": config.forward_frac, "step": config.step,
+        "residual_shift": config.residual_shift, "rounding": int(config.rounding),
+        "update_shift": config.update_shift, "forward_shift": config.forward_shift,
+        "model_width": config.model_width, "decay": config.decay,
+        "threshold": config.threshold,
+    }
+
+
+class Core2(wiring.Component):
+    """Engine v2 without its register file: settings as ports (held while ``busy``),
+    ``start`` begins an epoch, ``done`` pulses at its end; the status counts are the epoch's.
+
+    The host's ports (while idle): ``seed``/``seed_load``; the model (word ``m``);
+    the level tables (feature ``j``, level ``q``; one shared table when ``per_feature`` is 0).
+    """
+
+    def __init__(self, params: EngineParams2):
+        self.params = params
+        _lanes, groups = params.lanes, params.lanes // GROUP
+        aw = (LANE_CAPACITY - 1).bit_length()
+        mw = (params.max_features - 1).bit_length() + 1
+        super().__init__({
+            "beats": In(stream.Signature(beat_layout(params.bus_width))),
+            **_settings(params, aw),
+            "start": In(1), "busy": Out(1), "done": Out(1), "framing_error": Out(1),
+            "seed": In(32), "seed_load": In(1),
+            "model_we": In(1), "model_addr": In(mw),
+            "model_wdata": In(signed(MODEL_STORAGE_WIDTH)),
+            "model_rdata": Out(signed(MODEL_STORAGE_WIDTH)),
+            "level_we": In(1), "level_feature": In(mw), "level_index": In(8),
+            "level_data": In(signed(TABLE_WIDTH)),
+            "samples": Out(32), "beats_read": Out(32), "updates": Out(32),
+            "loss_acc": Out(LOSS_ACC_WIDTH), "loss_saturated": Out(1),
+            "residual_saturations": Out(32), "model_saturations": Out(32),
+            "forward_saturations": Out(32),
+        })
+        self.groups = groups
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        lanes, units, groups = p.lanes, p.update_units, self.groups
+        m.submodules.gearbox = gb = FieldGearbox(p.bus_width)
+        m.submodules.seq = seq = WindowSequencer(lanes, (LANE_CAPACITY - 1).bit_length())
+        m.submodules.segsum = seg = self._seg = SegmentedSum(lanes, PRODUCT_WIDTH, p.dot_width)
+        m.submodules.updater = upd = self._upd = Updater(p)
+        m.submodules.gens = gens = XorshiftBank(count=units + groups)
+        self.lane = [Lane(LANE_CAPACITY, raw=k % 4 == 0) for k in range(lanes)]
+        for k, lane in enumerate(self.lane):
+            m.submodules[f"lane{k}"] = lane
+        wiring.connect(m, wiring.flipped(self.beats), gb.beats)
+        ctl = self._c = self._control(m, gb, seq, upd)
+        self._gb = gb
+        fwd = self._forward(m, gb, seq, ctl)
+        self._samples(m, seg, gens, fwd, ctl)
+        self._replay(m, seq, fwd, ctl)
+        self._updates(m, upd, gens, ctl)
+        self._host(m, upd)
+        return m
+
+    # -- the epoch's control: start, passes, batches, versions ------------------------------
+    def _control(self, m, gb, seq, upd):
+        p = self.params
+        lanes = p.lanes
+        c = _Bag()
+        c.running, c.refreshing = Signal(), Signal()
+        c.fwd_done, c.ended = Signal(), Signal()
+        c.lo = Signal(range(lanes + 1))
+        c.wbase = Signal(32)                   # stream position of the window's first field
+        c.fb = Signal(32)                      # batch of position wbase + lo
+        c.next_bnd = Signal(32)                # position of batch fb + 1's first field
+        c.version = Signal(32)                 # updates finished this epoch
+        c.ub = Signal(32)                      # the next batch to update
+        c.started = Signal(32)                 # samples started by issued passes
+        c.grad_done = Signal(32)               # batches whose gradient is in the partials
+        c.s_replayed = Signal(32)              # started-count of the last replayed pass
+        c.wp, c.rp = Signal(32), Signal(32)    # passes issued, passes replayed
+        c.issue = Signal()
+        c.positions = Mux(self.raw, lanes // 4, lanes)
+        m.d.comb += [gb.width.eq(self.field_width), gb.restart.eq(self.start & ~self.busy),
+                     seq.restart.eq(self.start & ~self.busy), seq.step.eq(self.step_addr),
+                     seq.wrap.eq(self.wrap), seq.g_log2.eq(self.g_log2), seq.raw.eq(self.raw),
+                     seq.last_window.eq(self.last_window), seq.last_valid.eq(self.last_valid)]
+        with m.If(self.start & ~self.busy):
+            m.d.sync += [c.running.eq(1), c.refreshing.eq(1), c.fwd_done.eq(0),
+                         c.ended.eq(0), c.lo.eq(0), c.wbase.eq(0), c.fb.eq(0),
+                         c.next_bnd.eq(self.batch_positions), c.version.eq(0), c.ub.eq(0),
+                         c.started.eq(0), c.grad_done.eq(0), c.s_replayed.eq(0),
+                         c.wp.eq(0), c.rp.eq(0), self.framing_error.eq(0)]
+        # Which model version a batch reads, and whether it is ready.
+        def need(batch):
+            return Mux(self.exact, batch, Mux(batch == 0, 0, batch - 1))
+
+        c.need = need
+        c.ready_a = c.version >= need(c.fb)
+        c.ready_b = c.version >= need(c.fb + 1)
+        # Batch boundaries relative to the window (at most two matter).
+        rb1, rb2 = Signal(33), Signal(34)
+        m.d.comb += [rb1.eq(c.next_bnd - c.wbase), rb2.eq(rb1 + self.batch_positions)]
+        c.rb1, c.rb2 = rb1, rb2
+        in1 = rb1 < c.positions
+        hi = Signal(range(lanes + 1))
+        m.d.comb += hi.eq(Mux(in1, Mux(c.ready_b, Mux(rb2 < c.positions, rb2, c.positions),
+                                       rb1), c.positions))
+        c.hi, c.in1 = hi, in1
+        ring = RING_DEPTH * self.groups
+        space = ((c.wp - c.rp) < LANE_CAPACITY - 8) & \
+            (c.started + self.groups + 2 <= c.s_replayed + ring - 2)
+        window = gb.windows.valid & seq.ready
+        m.d.comb += c.issue.eq(c.running & ~c.refreshing & ~c.fwd_done & window & c.ready_a
+                               & space)
+        whole = hi == c.positions
+        crossed1 = in1 | (rb1 == c.positions)
+        crossed2 = (rb2 <= hi) & crossed1
+        with m.If(c.issue):
+            m.d.sync += c.wp.eq(c.wp + 1)
+            with m.If(whole):
+                m.d.sync += [c.lo.eq(0), c.wbase.eq(c.wbase + c.positions)]
+                with m.If(seq.final):
+                    m.d.sync += [c.fwd_done.eq(1), c.ended.eq(gb.windows.payload.last)]
+                with m.Elif(gb.windows.payload.last):
+                    m.d.sync += [self.framing_error.eq(1), c.running.eq(0)]
+            with m.Else():
+                m.d.sync += c.lo.eq(hi)
+            with m.If(crossed2):
+                m.d.sync += [c.fb.eq(c.fb + 2),
+                             c.next_bnd.eq(c.next_bnd + (self.batch_positions << 1))]
+            with m.Elif(crossed1):
+                m.d.sync += [c.fb.eq(c.fb + 1), c.next_bnd.eq(c.next_bnd + self.batch_positions)]
+        # After the last window: one padding window may follow; it must end the stream.
+        drop = c.running & c.fwd_done & ~c.ended & gb.windows.valid
+        with m.If(drop):
+            m.d.sync += c.ended.eq(1)
+            with m.If(~gb.windows.payload.last):
+                m.d.sync += [self.framing_error.eq(1), c.running.eq(0)]
+        m.d.comb += [gb.windows.ready.eq((c.issue & whole) | drop),
+                     seq.advance.eq(c.issue & whole)]
+        with m.If(gb.beats.valid & gb.beats.ready & c.running):
+            m.d.sync += self.beats_read.eq(self.beats_read + 1)
+        with m.If(self.start & ~self.busy):
+            m.d.sync += self.beats_read.eq(0)
+        # The epoch ends when every batch is updated and the stream has ended.
+        finished = c.running & ~c.refreshing & c.fwd_done & c.ended & (c.ub == self.batches) \
+            & ~upd.busy & (c.rp == c.wp)
+        m.d.comb += self.busy.eq(c.running)
+        m.d.sync += self.done.eq(finished)
+        with m.If(finished):
+            m.d.sync += c.running.eq(0)
+        return c
+
+    # -- the forward pass: lanes, labels, the segmented sum ---------------------------------
+    def _forward(self, m, gb, seq, c):
+        lanes = self.params.lanes
+        slots = gb.windows.payload.slots
+        f = _Bag()
+        f.valid = Signal(lanes)           # lanes of the issued pass
+        f.second = Signal(lanes)          # lanes in the pass's second batch
+        f.after = Signal(lanes)           # a valid start in the lane's group at or before it
+        f.start = Signal(lanes)
+        f.end = Signal(lanes)
+        buf_a, buf_b = c.need(c.fb)[0], c.need(c.fb + 1)[0]
+        for k, lane in enumerate(self.lane):
+            pos = Mux(self.raw, k // 4, k)
+            m.d.comb += [
+                f.valid[k].eq(c.issue & seq.valid[k] & (pos >= c.lo) & (pos < c.hi)),
+                f.second[k].eq(c.in1 & (pos >= c.rb1)),
+                f.start[k].eq(seq.start[k] & f.valid[k]),
+                f.end[k].eq(seq.end[k] & f.valid[k]),
+                lane.index_mask.eq(self.index_mask), lane.bit_select.eq(self.bit_select),
+                lane.double.eq(self.double), lane.per_feature.eq(self.per_feature),
+                lane.raw.eq(self.raw), lane.bypass.eq(self.bypass),
+                lane.fwd_valid.eq(f.valid[k]), lane.fwd_slot.eq(slots[k]),
+                lane.fwd_addr.eq(seq.addr[k]),
+                lane.buffer.eq(Mux(f.second[k], buf_b, buf_a)),
+            ]
+            if k % 4 == 0:
+                m.d.comb += lane.raw_word.eq(raw_word([slots[k + i] for i in range(4)]))
+        for g in range(self.groups):
+            seen = 0
+            for k in range(g * GROUP, (g + 1) * GROUP):
+                seen = seen | f.start[k]
+                m.d.comb += f.after[k].eq(seen)
+        # Labels: the start lane's two levels (or raw word), two cycles after the issue.
+        start2 = _delay(m, f.start, 2, "start")
+        labels = []
+        for g in range(self.groups):
+            group = range(g * GROUP, (g + 1) * GROUP)
+            first = _any(Mux(start2[k], self.lane[k].first, 0) for k in group)
+            second = _any(Mux(start2[k], self.lane[k].second, 0) for k in group)
+            word = _any(Mux(start2[k], self.lane[k].f2, 0) for k in group if k % 4 == 0)
+            label = Signal(signed(LABEL_WIDTH), name=f"label{g}")
+            m.d.sync += label.eq(Mux(self.raw, word, first + second))
+            labels.append(label)
+        f.labels = labels
+        return f
+
+    # -- closing samples: residuals, the loss, the residual ring ----------------------------
+    def _samples(self, m, seg, gens, f, c):
+        p = self.params
+        groups, units = self.groups, p.update_units
+        m.d.comb += seg.valid.eq(_delay(m, c.issue, FORWARD_LATENCY, "issue"))
+        starts = _delay(m, f.start, FORWARD_LATENCY, "seg_start")
+        ends = _delay(m, f.end, FORWARD_LATENCY, "seg_end")
+        for k, lane in enumerate(self.lane):
+            m.d.comb += [seg.products[k].eq(lane.product), seg.starts[k].eq(starts[k]),
+                         seg.ends[k].eq(ends[k])]
+        for g in range(groups):
+            m.d.comb += seg.labels[g].eq(f.labels[g])
+        # Sample s (counted from the seed write, across epochs) takes residual generator
+        # s mod R; the ring and the replay count samples of the epoch.
+        closed = Signal(32)                  # samples closed this epoch
+        drawn = Signal(max(1, (groups - 1).bit_length()))   # samples since the seed, mod R
+        self._su = []
+        rlog = (groups - 1).bit_length()
+        rank = 0
+        steps = Signal(groups)
+        ring_writes = []
+        for g in range(groups):
+            unit = m.submodules[f"sample{g}"] = SampleUnit(p.dot_width)
+            self._su.append(unit)
+            s = Signal(32, name=f"s{g}")
+            m.d.comb += s.eq(closed + rank)
+            gen = (drawn + rank)[:rlog] if rlog else Const(0, 1)
+            draw = _pick([gens.value[units + r] for r in range(groups)], gen)
+            m.d.comb += [
+                unit.valid.eq(seg.closed_valid[g]), unit.dot.eq(seg.closed[g]),
+                unit.label.eq(seg.closed_label[g]), unit.rand.eq(draw[:RAND_BITS]),
+                unit.raw.eq(self.raw), unit.forward_frac.eq(self.forward_frac),
+                unit.step.eq(self.step), unit.residual_shift.eq(self.residual_shift),
+                unit.rounding.eq(self.rounding),
+            ]
+            for r in range(groups):
+                with m.If(seg.closed_valid[g] & (gen == r)):
+                    m.d.comb += steps[r].eq(1)
+            rank = rank + seg.closed_valid[g]
+            ring_writes.append((unit, _delay(m, s, SAMPLE_LATENCY, f"s{g}")))
+        with m.If(self.start & ~self.busy):
+            m.d.sync += closed.eq(0)
+        with m.Else():
+            m.d.sync += closed.eq(closed + rank)
+        with m.If(self.seed_load):
+            m.d.sync += drawn.eq(0)
+        with m.Else():
+            m.d.sync += drawn.eq(drawn + rank)
+        c.residual_steps = steps
+        # The loss and the counts.
+        loss = sum((Mux(u.out_valid, u.loss, 0) for u, _ in ring_writes), Const(0, 1))
+        acc = Signal(LOSS_ACC_WIDTH + 1)
+        m.d.comb += acc.eq(self.loss_acc + loss)
+        clips = _count(Cat(*(u.out_valid & u.e_clipped for u, _ in ring_writes)))
+        done = _count(Cat(*(u.out_valid for u, _ in ring_writes)))
+        lclip = Cat(*(u.out_valid & u.loss_clipped for u, _ in ring_writes)).any()
+        with m.If(self.start & ~self.busy):
+            m.d.sync += [self.loss_acc.eq(0), self.loss_saturated.eq(0), self.samples.eq(0),
+                         self.residual_saturations.eq(0)]
+        with m.Else():
+            m.d.sync += [self.loss_acc.eq(Mux(acc[-1], (1 << LOSS_ACC_WIDTH) - 1, acc)),
+                         self.loss_saturated.eq(self.loss_saturated | acc[-1] | lclip),
+                         self.samples.eq(self.samples + done),
+                         self.residual_saturations.eq(self.residual_saturations + clips)]
+        # The residual ring: bank s mod R, two read ports (samples S0 + i, i = 0..R).
+        c.ring = []
+        for b in range(groups):
+            mem = memory.Memory(shape=signed(RESIDUAL_WIDTH), depth=RING_DEPTH, init=[],
+                                attrs=_MARK)
+            m.submodules[f"ring{b}"] = mem
+            w = mem.write_port()
+            c.ring.append((mem.read_port(), mem.read_port()))
+            for unit, s in ring_writes:
+                here = (s[:rlog] == b) if rlog else 1
+                with m.If(unit.out_valid & here):
+                    m.d.comb += [w.en.eq(1), w.addr.eq(s[rlog:]), w.data.eq(unit.e)]
+        c.e_done = self.samples
+
+    # -- replays: gradient terms into the partials --------------------------------------------
+    def _replay(self, m, seq, f, c):
+        groups = self.groups
+        aw = (LANE_CAPACITY - 1).bit_length()
+        rlog = (groups - 1).bit_length()
+        # Pass records (written when issued): the first sample count, the last sample, the
+        # groups with a start, the first batch's parity, batches complete after it.
+        gstarts = Cat(*(f.start[g * GROUP:(g + 1) * GROUP].any() for g in range(groups)))
+        valid_starts = _count(f.start)
+        slast = Signal(32)
+        m.d.comb += slast.eq(c.started + valid_starts - 1)
+        last_pass = c.issue & (c.hi == c.positions) & seq.final
+        after_fb = Mux(c.rb2 <= c.hi, c.fb + 2, Mux(c.rb1 <= c.hi, c.fb + 1, c.fb))
+        done_batches = Mux(last_pass, self.batches, after_fb)
+        record = Cat(c.started, slast, gstarts, c.fb[:1], done_batches)
+        with m.If(c.issue):
+            m.d.sync += c.started.eq(c.started + valid_starts)
+        info = memory.Memory(shape=len(record), depth=LANE_CAPACITY, init=[], attrs=_MARK)
+        m.submodules.passes = info
+        iw = info.write_port()
+        ir = info.read_port(transparent_for=(iw,))
+        m.d.comb += [iw.en.eq(c.issue), iw.addr.eq(c.wp[:aw]), iw.data.eq(record)]
+        # Per lane: the field's second level, address, validity and selects.  Written two
+        # cycles after the issue (with the lane's levels).
+        wp2 = _delay(m, c.wp[:aw], 2, "wp")
+        issue2 = _delay(m, c.issue, 2, "issue_r")
+        valid2, second2, after2 = (_delay(m, f.valid, 2, "valid"),
+                                   _delay(m, f.second, 2, "second"),
+                                   _delay(m, f.after, 2, "after"))
+        written = Signal(32)
+        with m.If(self.start & ~self.busy):
+            m.d.sync += written.eq(0)
+        with m.Elif(issue2):
+            m.d.sync += written.eq(written + 1)
+        # Replay pass rp when it is written and its last sample's residual is in the ring.
+        rec = ir.data
+        r_started, r_slast = rec[:32], rec[32:64]
+        r_gstarts = rec[64:64 + groups]
+        r_fb = rec[64 + groups:65 + groups]
+        r_done = rec[65 + groups:97 + groups]
+        replay = Signal()
+        m.d.comb += replay.eq(c.running & (c.rp != written) & (c.e_done > r_slast)
+                              & (c.rp != c.wp))
+        rp_next = Mux(replay, c.rp + 1, c.rp)
+        m.d.comb += ir.addr.eq(rp_next[:aw])
+        with m.If(replay):
+            m.d.sync += [c.rp.eq(c.rp + 1), c.s_replayed.eq(r_started)]
+        done_later = _delay(m, Mux(replay, r_done, 0), _REPLAY_LATENCY, "done")
+        with m.If(done_later > c.grad_done):
+            m.d.sync += c.grad_done.eq(done_later)
+        # Residuals of samples S0 + i (S0 = r_started - 1), read from the ring.
+        s0 = Signal(32)
+        m.d.comb += s0.eq(r_started - 1)
+        for b, (ra, rb) in enumerate(c.ring):
+            # Port A: the i < R with (S0 + i) mod R = b; port B: i = R (bank S0 mod R).
+            ia = (b - s0[:rlog])[:rlog] if rlog else 0
+            m.d.comb += [ra.addr.eq((s0 + ia)[rlog:]), rb.addr.eq((s0 + groups)[rlog:])]
+        values = []
+        s0_1 = _delay(m, s0[:rlog] if rlog else Const(0, 1), 1, "s0")
+        for i in range(groups + 1):
+            if i < groups:
+                bank = (s0_1 + i)[:rlog] if rlog else 0
+                values.append(_pick([ra.data for ra, _ in c.ring], bank))
+            else:
+                values.append(_pick([rb.data for _, rb in c.ring], s0_1))
+        # Group g's samples: S0 + (starts in groups < g), and the next one after its start.
+        gst = _delay(m, r_gstarts, 1, "gstarts")
+        fb1 = _delay(m, r_fb, 1, "fb")
+        rep1 = _delay(m, replay, 1, "replay")
+        bank_a, bank_b = fb1[0], ~fb1[0]
+        rank = 0
+        for g in range(groups):
+            e_lo = _pick(values, rank) if g else values[0]
+            e_hi = _pick(values, rank + 1) if g else values[1]
+            for k in range(g * GROUP, (g + 1) * GROUP):
+                lane = self.lane[k]
+                mem = memory.Memory(shape=len(lane.f2) + aw + 3, depth=LANE_CAPACITY, init=[],
+                                    attrs=_MARK)
+                m.submodules[f"replay{k}"] = mem
+                w = mem.write_port()
+                r = mem.read_port(transparent_for=(w,))
+                m.d.comb += [w.en.eq(issue2), w.addr.eq(wp2),
+                             w.data.eq(Cat(lane.f2, _delay(m, seq.addr[k], 2,
+                                                           f"addr{k}"),
+                                           valid2[k], second2[k], after2[k])),
+                             r.addr.eq(rp_next[:aw])]
+                word = _delay(m, r.data, 1, f"replayed{k}")
+                fw = len(lane.f2)
+                f2, addr = word[:fw], word[fw:fw + aw]
+                valid, second, after = word[fw + aw], word[fw + aw + 1], word[fw + aw + 2]
+                m.d.comb += [lane.bwd_valid.eq(rep1 & valid), lane.bwd_second.eq(f2),
+                             lane.bwd_addr.eq(addr), lane.bwd_e.eq(Mux(after, e_hi, e_lo)),
+                             lane.bwd_bank.eq(Mux(second, bank_b, bank_a))]
+            rank = rank + gst[g]
+
+    # -- updates: refresh at the start, then each batch when its gradient is complete --------
+    def _updates(self, m, upd, gens, c):
+        p = self.params
+        units = p.update_units
+        for k, lane in enumerate(self.lane):
+            m.d.comb += [lane.upd_addr.eq(upd.upd_addr), lane.upd_bank.eq(upd.upd_bank),
+                         lane.upd_both.eq(upd.upd_both), lane.upd_enable.eq(upd.upd_enable[k]),
+                         upd.partials[k].eq(lane.partial),
+                         lane.xf_we.eq(upd.xf_we[k]), lane.xf_addr.eq(upd.xf_addr),
+                         lane.xf_data.eq(upd.xf_data[k % units])]
+        for name in ("n_features", "g_log2", "wrap", "update_shift", "forward_shift",
+                     "model_width", "rounding", "decay", "threshold", "raw"):
+            m.d.comb += getattr(upd, name).eq(getattr(self, name))
+        launched = Signal()
+        begin = self.start & ~self.busy
+        m.d.comb += upd.clear.eq(begin)
+        with m.If(begin):
+            m.d.sync += launched.eq(0)
+        with m.If(c.refreshing & ~launched & ~upd.busy):
+            m.d.comb += [upd.start.eq(1), upd.refresh.eq(1), upd.buffer.eq(0)]
+            m.d.sync += launched.eq(1)
+        with m.If(c.refreshing & launched & ~upd.busy):
+            m.d.sync += c.refreshing.eq(0)
+        updating = Signal()
+        go = c.running & ~c.refreshing & ~updating & ~upd.busy & (c.ub < self.batches) \
+            & (c.grad_done > c.ub)
+        with m.If(go):
+            m.d.comb += [upd.start.eq(1), upd.bank.eq(c.ub[0]), upd.buffer.eq(~c.ub[0])]
+            m.d.sync += updating.eq(1)
+        with m.If(updating & ~upd.busy & ~go):
+            m.d.sync += [updating.eq(0), c.ub.eq(c.ub + 1), c.version.eq(c.ub + 1)]
+        m.d.comb += [self.updates.eq(c.ub), self.model_saturations.eq(upd.model_saturations),
+                     self.forward_saturations.eq(upd.forward_saturations)]
+        # Generators: the seed load, then one step of each (its first output is ready).
+        prime = Signal()
+        m.d.sync += prime.eq(self.seed_load)
+        m.d.comb += [gens.seed.eq(self.seed), gens.load.eq(self.seed_load),
+                     gens.step.eq(Mux(prime, (1 << (units + self.groups)) - 1,
+                                      Cat(upd.gen_step, c.residual_steps)))]
+        m.d.comb += [upd.gen_value[u].eq(gens.value[u]) for u in range(units)]
+
+    # -- the host's ports ----------------------------------------------------------------
+    def _host(self, m, upd):
+        m.d.comb += [upd.host_we.eq(self.model_we & ~self.busy), upd.host_addr.eq(self.model_addr),
+                     upd.host_wdata.eq(self.model_wdata), self.model_rdata.eq(upd.host_rdata)]
+        g_mask = (Const(1, 8) << self.g_log2) - 1
+        feature = self.level_feature >> self.g_log2
+        addr = Mux(self.per_feature, Cat(feature[:7], self.level_index[:4]), self.level_index)
+        for k, lane in enumerate(self.lane):
+            mine = ~self.per_feature | ((k & g_mask) == (self.level_feature & g_mask))
+            m.d.comb += [lane.cb_we.eq(self.level_we & ~self.busy & mine),
+                         lane.cb_addr.eq(addr), lane.cb_data.eq(self.level_data)]
+
+
+class _Bag:
+    """Signals shared by the core's parts."""
+
+
+def _delay(m, value, cycles, name):
+    for i in range(cycles):
+        d = Signal.like(value, name=f"{name}_d{i}")
+        m.d.sync += d.eq(value)
+        value = d
+    return value
+
+
+def _any(values):
+    out = 0
+    for v in values:
+        out = out | v
+    return out
+
+
+def _pick(values, index):
+    out = values[0]
+    for i, v in enumerate(values[1:], 1):
+        out = Mux(index == i, v, out)
+    return out
+
+
+def _count(bits):
+    total = Const(0, 1)
+    for i in range(len(bits)):
+        total = total + bits[i]
+    return total

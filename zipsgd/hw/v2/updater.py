@@ -1,0 +1,248 @@
+"""The update pass of engine v2: a batch's gradient from the lanes' partial memories, the model
+words through ``U`` update units, the new forward operands back to the lanes.
+
+Lane ``k`` holds the features ``j = k (mod g)`` at address ``j >> log2(g)`` (``g = 2**g_log2``,
+``docs/HARDWARE.md``, "Engine v2").  The pass reads one address ``a`` of every lane per cycle;
+the fold tree adds the lanes of each class ``k mod U``.  With ``g >= U`` (*wide*) a cycle
+updates ``U`` features ``j = a g + q U + u`` (unit ``u``), the lanes whose class ``k mod g`` is
+not ``q U + u`` reading as 0, and ``q`` runs over ``g / U`` cycles per address; with ``g < U``
+(*narrow*) unit 0 updates one feature ``j = a g + q`` per cycle from the sum of every lane.
+Feature ``j`` is model word ``m = j - 1``; ``j = 0`` (the label) has the forward operand 0, so
+its lanes add nothing to a dot product.  The model memory is ``U`` banks, ``j`` in bank
+``j mod U`` at ``j // U``.
+
+Random bits: model word ``m`` takes the next output of update generator ``m mod U`` (the
+generators step when used, in order of ``m``); after the last word the generators that an
+update of ``ceil(n / U)`` rounds steps more often are stepped once (``docs/ENGINE.md``).
+
+A *refresh* pass computes every forward operand from the model as it is (gradient, decay and
+threshold 0, no draws, no counts, no model writes): at the start of an epoch.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from zipsgd.spec.engine import DECAY_WIDTH, MODEL_STORAGE_WIDTH
+from zipsgd.spec.engine2 import FORWARD_WIDTH, PARTIAL_WIDTH, EngineParams2
+
+from ..core import UNUSED_COLLISION_ATTRIBUTE
+from .trees import FoldTree
+from .update import LATENCY as UNIT_LATENCY
+from .update import UpdateUnit
+
+__all__ = ["Updater", "lane_classes"]
+
+_MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
+
+
+def lane_classes(m, lanes: int, units: int, g_log2, raw, wide, q, name: str):
+    """``L`` enables: lane ``k``'s class (its position mod ``g``; raw32 words sit on every
+    fourth lane) is one of this cycle's (``q``)."""
+    out = Signal(lanes, name=name)
+    shift = (units - 1).bit_length()
+    for k in range(lanes):
+        cls = Mux(raw, k // 4, k) & ((Const(1, 16) << g_log2) - 1)
+        m.d.comb += out[k].eq(Mux(wide, (cls >> shift) == q, cls == q))
+    return out
+
+
+class Updater(wiring.Component):
+    """The update pass (``start`` with ``refresh``, ``bank``, ``buffer``; ``busy`` until its
+    last write).  Settings are held while busy."""
+
+    def __init__(self, params: EngineParams2):
+        self.params = params
+        lanes, units = params.lanes, params.update_units
+        self.capacity = 512
+        aw = (self.capacity - 1).bit_length()
+        self.bank_depth = -(-(params.max_features + 1) // units)
+        mw = (params.max_features - 1).bit_length() + 1
+        super().__init__({
+            # Settings.
+            "n_features": In(mw), "g_log2": In(6), "wrap": In(aw + 1), "raw": In(1),
+            "update_shift": In(6), "forward_shift": In(5), "model_width": In(6),
+            "rounding": In(2), "decay": In(DECAY_WIDTH), "threshold": In(31),
+            # Control.
+            "start": In(1), "refresh": In(1), "bank": In(1), "buffer": In(1),
+            "busy": Out(1),
+            # The lanes.
+            "upd_addr": Out(aw), "upd_bank": Out(1), "upd_both": Out(1),
+            "upd_enable": Out(lanes),
+            "partials": In(signed(PARTIAL_WIDTH)).array(lanes),
+            "xf_we": Out(lanes), "xf_addr": Out(aw + 1),
+            "xf_data": Out(signed(FORWARD_WIDTH)).array(units),
+            # The update generators (the engine's bank): outputs, and a step per generator.
+            "gen_value": In(32).array(units), "gen_step": Out(units),
+            # The host's port to the model (while idle): word ``m``.
+            "host_we": In(1), "host_addr": In(mw), "host_wdata": In(signed(MODEL_STORAGE_WIDTH)),
+            "host_rdata": Out(signed(MODEL_STORAGE_WIDTH)),
+            # Counts (cleared by ``clear``).
+            "clear": In(1), "model_saturations": Out(32), "forward_saturations": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        lanes, units = p.lanes, p.update_units
+        ushift = (units - 1).bit_length()
+        jw = len(self.n_features) + 1
+        g = Signal(range(lanes + 1))
+        m.d.comb += g.eq(Const(1, 7) << self.g_log2)
+        wide = Signal()
+        # Raw32 words sit on every fourth lane, all in one fold class: one feature per cycle.
+        m.d.comb += wide.eq((g >= units) & ~self.raw)
+        per = Mux(wide, units, 1)                 # features per cycle
+        subs = Mux(wide, g >> ushift, g)          # cycles per address
+
+        # -- issue: (a, q) and the first feature j0 = a g + q * per -------------------------
+        issuing, a, q, j0 = Signal(), Signal.like(self.upd_addr), Signal(range(lanes + 1)), \
+            Signal(jw)
+        draining = Signal(range(64))
+        pad = Signal()
+        refresh, bank, buffer = Signal(), Signal(), Signal()
+        # A refresh clears both partial memories (the update clears each word it reads).
+        classes = lane_classes(m, lanes, units, self.g_log2, self.raw, wide, q, "read_classes")
+        m.d.comb += [self.busy.eq(issuing | pad | (draining != 0)), self.upd_addr.eq(a),
+                     self.upd_bank.eq(bank), self.upd_both.eq(refresh),
+                     self.upd_enable.eq(Mux(issuing, classes, 0))]
+        with m.If(self.start & ~self.busy):
+            m.d.sync += [issuing.eq(1), a.eq(0), q.eq(0), j0.eq(0), refresh.eq(self.refresh),
+                         bank.eq(self.bank), buffer.eq(self.buffer)]
+        with m.Elif(issuing):
+            last_q = q + 1 == subs
+            m.d.sync += [j0.eq(j0 + per), q.eq(Mux(last_q, 0, q + 1))]
+            with m.If(last_q):
+                m.d.sync += a.eq(a + 1)
+                with m.If(a + 1 == self.wrap):
+                    m.d.sync += [issuing.eq(0), pad.eq(~refresh)]
+        with m.If(pad):
+            m.d.sync += pad.eq(0)
+        tail = 1 + (lanes - 1).bit_length() + UNIT_LATENCY + 2
+        with m.If(issuing | pad):
+            m.d.sync += draining.eq(tail)
+        with m.Elif(draining != 0):
+            m.d.sync += draining.eq(draining - 1)
+
+        # -- the sums: partials one cycle after the address, then the fold tree -------------
+        m.submodules.fold = fold = FoldTree(lanes, units, PARTIAL_WIDTH)
+        m.d.comb += [fold.partials[k].eq(self.partials[k]) for k in range(lanes)]
+        stage = 1 + fold.latency                  # cycles from issue to the units' inputs
+
+        def delayed(value, cycles, name):
+            for i in range(cycles):
+                d = Signal.like(value, name=f"{name}_d{i}")
+                m.d.sync += d.eq(value)
+                value = d
+            return value
+
+        in_valid = delayed(issuing, stage, "issue")
+        in_j0 = delayed(j0, stage, "j0")
+        # The model words: read one cycle ahead of the sums.
+        banks = []
+        for b in range(units):
+            mem = memory.Memory(shape=signed(MODEL_STORAGE_WIDTH), depth=self.bank_depth,
+                                init=[], attrs=_MARK)
+            m.submodules[f"model{b}"] = mem
+            banks.append((mem.read_port(), mem.write_port()))
+        read_j0 = delayed(j0, stage - 1, "read_j0")
+        host_j = Signal(jw)
+        m.d.comb += host_j.eq(self.host_addr + 1)
+        for r, _ in banks:
+            # Wide: unit b's feature is j0 + b, in bank b at j0 / U; narrow: j0 in its bank.
+            m.d.comb += r.addr.eq(Mux(self.busy, read_j0 >> ushift, host_j >> ushift))
+        host_bank = Signal(range(units))
+        m.d.sync += host_bank.eq(host_j[:ushift] if ushift else 0)
+        m.d.comb += self.host_rdata.eq(_select([r.data for r, _ in banks], host_bank))
+
+        # -- the units ---------------------------------------------------------------------
+        gw = p.gradient_width
+        outs = []
+        self._units = []
+        step_bits = Signal(units)
+        for u in range(units):
+            unit = m.submodules[f"unit{u}"] = UpdateUnit(gw)
+            self._units.append(unit)
+            j = Signal(jw, name=f"j{u}")
+            m.d.comb += j.eq(in_j0 + u)
+            active = in_valid & Mux(wide, 1, u == 0) & (j <= self.n_features)
+            label = j == 0
+            narrow_bank = in_j0[:ushift] if ushift else 0
+            word = Mux(wide, banks[u][0].data, _select([r.data for r, _ in banks], narrow_bank))
+            gradient = Mux(wide, fold.sums[u], fold.total)
+            # Model word m = j - 1 takes generator (j - 1) mod U.
+            gen = Signal(range(units), name=f"gen{u}")
+            m.d.comb += gen.eq((j - 1)[:ushift] if ushift else 0)
+            draw = active & ~label & ~refresh
+            for i in range(units):
+                with m.If(draw & (gen == i)):
+                    m.d.comb += step_bits[i].eq(1)
+            m.d.comb += [
+                unit.valid.eq(active),
+                unit.gradient.eq(Mux(label | refresh, 0, gradient[:gw])),
+                unit.word.eq(word), unit.rand.eq(_select(list(self.gen_value), gen)),
+                unit.update_shift.eq(self.update_shift), unit.forward_shift.eq(self.forward_shift),
+                unit.model_width.eq(self.model_width), unit.rounding.eq(self.rounding),
+                unit.decay.eq(Mux(refresh, 0, self.decay)),
+                unit.threshold.eq(Mux(refresh, 0, self.threshold)),
+            ]
+            outs.append((unit, delayed(j, UNIT_LATENCY, f"out_j{u}")))
+        # After the last word: the generators whose last round had no word step once.
+        n_mod = self.n_features[:ushift] if ushift else 0
+        pad_bits = Cat(*((n_mod != 0) & (i >= n_mod) for i in range(units)))
+        # (In the cycle after the last word's draw: the pad travels with the issue pipeline.)
+        pad_late = delayed(pad, stage, "pad")
+        m.d.comb += self.gen_step.eq(step_bits | Mux(pad_late, pad_bits, 0))
+
+        # -- writes: the model (not in a refresh) and the forward operands ------------------
+        out_q = delayed(q, stage + UNIT_LATENCY, "out_q")
+        out_a = delayed(a, stage + UNIT_LATENCY, "out_a")
+        out_valid = outs[0][0].out_valid
+        m.d.comb += [self.xf_addr.eq(Cat(out_a, buffer)),
+                     self.xf_we.eq(Mux(out_valid, lane_classes(m, lanes, units, self.g_log2,
+                                                               self.raw, wide, out_q,
+                                                               "write_classes"), 0))]
+        for u, (unit, _) in enumerate(outs):
+            m.d.comb += self.xf_data[u].eq(Mux(wide, unit.forward, outs[0][0].forward))
+        out_j0 = outs[0][1]
+        for b, (_, w) in enumerate(banks):
+            unit, j = outs[b]
+            here = (out_j0[:ushift] == b) if ushift else 1
+            m.d.comb += [
+                w.en.eq(Mux(self.busy, ~refresh & Mux(wide, unit.out_valid,
+                                                      out_valid & here),
+                            self.host_we & ((host_j[:ushift] == b) if ushift else 1))),
+                w.addr.eq(Mux(self.busy, Mux(wide, j >> ushift, out_j0 >> ushift),
+                              host_j >> ushift)),
+                w.data.eq(Mux(self.busy, Mux(wide, unit.new_word, outs[0][0].new_word),
+                              self.host_wdata)),
+            ]
+        # Counts: a word that saturated (not in a refresh; the label word never does).
+        mclips = Cat(*(unit.out_valid & unit.model_clipped for unit, _ in outs))
+        fclips = Cat(*(unit.out_valid & unit.forward_clipped for unit, _ in outs))
+        with m.If(self.clear):
+            m.d.sync += [self.model_saturations.eq(0), self.forward_saturations.eq(0)]
+        with m.Elif(~refresh):
+            m.d.sync += [self.model_saturations.eq(self.model_saturations + _count(mclips)),
+                         self.forward_saturations.eq(self.forward_saturations
+                                                     + _count(fclips))]
+        return m
+
+
+def _select(values, index):
+    """``values[index]`` (a mux; one value needs none)."""
+    if len(values) == 1:
+        return values[0]
+    out = values[0]
+    for i, v in enumerate(values[1:], 1):
+        out = Mux(index == i, v, out)
+    return out
+
+
+def _count(bits):
+    total = 0
+    for i in range(len(bits)):
+        total = total + bits[i]
+    return total
