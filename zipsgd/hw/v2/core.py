@@ -62,7 +62,8 @@ _REPLAY_LATENCY = 4
 def _settings(params: EngineParams2, aw: int) -> dict:
     mw = (params.max_features - 1).bit_length() + 1
     return {
-        "field_width": In(4), "index_mask": In(8), "bit_select": In(8), "double": In(1),
+        "field_width": In(4), "index_mask": In(8), "bit_select": In(8),
+        "double_sampled": In(1),
         "per_feature": In(1), "raw": In(1), "bypass": In(1),
         "g_log2": In(3), "wrap": In(aw + 1), "step_addr": In(aw + 1),
         "last_window": In(32), "last_valid": In(8),
@@ -80,7 +81,8 @@ def core_settings(config: RunConfig2, plan: LanePlan, per_feature: bool = False)
     return {
         "field_width": plan.field_width, "index_mask": (1 << bits) - 1,
         "bit_select": (1 << (bits - 1)) if bits else 0,
-        "double": int(config.encoding is Encoding.DOUBLE), "per_feature": int(per_feature),
+        "double_sampled": int(config.encoding is Encoding.DOUBLE),
+        "per_feature": int(per_feature),
         "raw": int(raw), "bypass": int(plan.bypass), "g_log2": plan.g_log2, "wrap": plan.wrap,
         "step_addr": plan.step, "last_window": plan.last_window, "last_valid": plan.last_valid,
         "n_features": config.n_features, "batch_positions": plan.batch_positions,
@@ -179,8 +181,9 @@ class Core2(wiring.Component):
             return Mux(self.exact, batch, Mux(batch == 0, 0, batch - 1))
 
         c.need = need
-        c.ready_a = c.version >= need(c.fb)
-        c.ready_b = c.version >= need(c.fb + 1)
+        # (Positions past the stream's end belong to batches that never come: no wait.)
+        c.ready_a = (c.version >= need(c.fb)) | (c.fb >= self.batches)
+        c.ready_b = (c.version >= need(c.fb + 1)) | (c.fb + 1 >= self.batches)
         # Batch boundaries relative to the window (at most two matter).
         rb1, rb2 = Signal(33), Signal(34)
         m.d.comb += [rb1.eq(c.next_bnd - c.wbase), rb2.eq(rb1 + self.batch_positions)]
@@ -254,7 +257,7 @@ class Core2(wiring.Component):
                 f.start[k].eq(seq.start[k] & f.valid[k]),
                 f.end[k].eq(seq.end[k] & f.valid[k]),
                 lane.index_mask.eq(self.index_mask), lane.bit_select.eq(self.bit_select),
-                lane.double.eq(self.double), lane.per_feature.eq(self.per_feature),
+                lane.double.eq(self.double_sampled), lane.per_feature.eq(self.per_feature),
                 lane.raw.eq(self.raw), lane.bypass.eq(self.bypass),
                 lane.fwd_valid.eq(f.valid[k]), lane.fwd_slot.eq(slots[k]),
                 lane.fwd_addr.eq(seq.addr[k]),
@@ -376,7 +379,8 @@ class Core2(wiring.Component):
         record = Cat(c.started, slast, gstarts, c.fb[:1], done_batches)
         with m.If(c.issue):
             m.d.sync += c.started.eq(c.started + valid_starts)
-        info = memory.Memory(shape=len(record), depth=LANE_CAPACITY, init=[], attrs=_MARK)
+        # (Memories with a transparent read port keep Yosys's default collision behaviour.)
+        info = memory.Memory(shape=len(record), depth=LANE_CAPACITY, init=[])
         m.submodules.passes = info
         iw = info.write_port()
         ir = info.read_port(transparent_for=(iw,))
@@ -435,8 +439,7 @@ class Core2(wiring.Component):
             e_hi = _pick(values, rank + 1) if g else values[1]
             for k in range(g * GROUP, (g + 1) * GROUP):
                 lane = self.lane[k]
-                mem = memory.Memory(shape=len(lane.f2) + aw + 3, depth=LANE_CAPACITY, init=[],
-                                    attrs=_MARK)
+                mem = memory.Memory(shape=len(lane.f2) + aw + 3, depth=LANE_CAPACITY, init=[])
                 m.submodules[f"replay{k}"] = mem
                 w = mem.write_port()
                 r = mem.read_port(transparent_for=(w,))

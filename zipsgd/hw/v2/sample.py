@@ -125,7 +125,9 @@ class SampleUnit(wiring.Component):
         # its bits below s - 16.
         above = Cat(*((shift <= k - (RESIDUAL_WIDTH - 1)) if k >= RESIDUAL_WIDTH - 1
                       else Const(0, 1) for k in range(width - 1)))
-        below = Cat(*(shift > k + RAND_BITS for k in range(width - 1)))
+        limit = (1 << len(shift)) - 1
+        below = Cat(*((shift > k + RAND_BITS) if k + RAND_BITS < limit else Const(0, 1)
+                      for k in range(width - 1)))
         sign = v[-1]
         m.d.sync += [
             t.eq((Cat(Const(0, RAND_BITS), v).as_signed() >> shift)[:len(t)]),

@@ -190,8 +190,9 @@ class Updater(wiring.Component):
             ]
             outs.append((unit, delayed(j, UNIT_LATENCY, f"out_j{u}")))
         # After the last word: the generators whose last round had no word step once.
-        n_mod = self.n_features[:ushift] if ushift else 0
-        pad_bits = Cat(*((n_mod != 0) & (i >= n_mod) for i in range(units)))
+        # Generator i pads when 0 < n mod U <= i (equalities: no comparison is constant).
+        n_mod = self.n_features[:ushift] if ushift else Const(0, 1)
+        pad_bits = Cat(*(_any_equal(n_mod, range(1, i + 1)) for i in range(units)))
         # (In the cycle after the last word's draw: the pad travels with the issue pipeline.)
         pad_late = delayed(pad, stage, "pad")
         m.d.comb += self.gen_step.eq(step_bits | Mux(pad_late, pad_bits, 0))
@@ -238,6 +239,13 @@ def _select(values, index):
     out = values[0]
     for i, v in enumerate(values[1:], 1):
         out = Mux(index == i, v, out)
+    return out
+
+
+def _any_equal(value, constants):
+    out = Const(0, 1)
+    for c in constants:
+        out = out | (value == c)
     return out
 
 
