@@ -26,6 +26,7 @@ from zipsgd.cli import main
 from zipsgd.host.perf import (
     PLATFORMS,
     EngineModel,
+    EngineModel2,
     Platform,
     _delayed_stalls,
     encodings_for,
@@ -314,3 +315,38 @@ def test_lanes_slice_the_issue_cycles():
 def test_bad_lanes_are_refused(lanes):
     with pytest.raises(ConfigError, match="lanes must be a power of two"):
         EngineModel(64, lanes=lanes)
+
+
+# Engine v2: (encoding, bits, n, batch, mode, samples) -> cycles of the core under Verilator
+# (``python benchmarks/bench_throughput2.py``; a change to the core's timing must refit
+# ``EngineModel2``).
+V2_MEASURED = [
+    (("double", 1, 8, 16, "delayed", 1024), 2171),
+    (("double", 1, 8, 16, "exact", 1024), 3746),
+    (("double", 4, 100, 256, "delayed", 1024), 9965),
+    (("raw32", 32, 100, 256, "exact", 1024), 52442),
+    (("single", 8, 11, 16, "delayed", 1024), 2336),
+]
+
+
+@pytest.mark.parametrize("run, cycles", V2_MEASURED)
+def test_engine_model2_matches_simulation(run, cycles):
+    encoding, bits, n, batch, mode, samples = run
+    predicted = EngineModel2().cycles(samples, n, StreamLayout.make(encoding, bits, 64), batch,
+                                      mode)
+    assert abs(predicted["cycles"] - cycles) <= 0.025 * cycles
+
+
+def test_engine_model2_steady_state():
+    model = EngineModel2()
+    layout = StreamLayout.make("double", 1, 64)
+    # n = 8 (A = 9): the loop is 17 + 9 + 26 = 52 cycles; B = 16 is 6.75 beats.
+    small = model.cycles(4096, 8, layout, 16, "delayed")
+    assert small["loop"] == 52 and small["update_cycles"] == 9
+    assert small["steady"] == pytest.approx(6.75 / (9 + 24))     # one update at a time
+    big = model.cycles(4096, 8, layout, 512, "delayed")
+    assert big["steady"] == 1.0
+    exact = model.cycles(4096, 8, layout, 512, "exact")
+    assert exact["steady"] == pytest.approx(216 / (216 + 52))
+    with pytest.raises(ConfigError):
+        model.cycles(10, 8, layout, 4, "sometimes")

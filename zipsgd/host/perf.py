@@ -33,11 +33,13 @@ from ..spec.engine import (
     UPDATE_WINDOW,
     EngineParams,
 )
+from ..spec.engine2 import EngineParams2, RunConfig2, lane_plan
 from ..spec.errors import ConfigError
 from ..spec.stream import BUS_WIDTHS, Encoding, StreamLayout
 from .train import UPDATE_MODES, ScaledData, TrainSettings, train_in_memory
 
-__all__ = ["Platform", "PLATFORMS", "EngineModel", "epoch_cost", "predicted_cycles",
+__all__ = ["Platform", "PLATFORMS", "EngineModel", "EngineModel2", "epoch_cost",
+           "predicted_cycles",
            "encodings_for", "perf_table", "measure_cycles_busy",
            "TARGET_GAP"]
 
@@ -211,6 +213,96 @@ class EngineModel:
                 overhead += max(bps, self.update_window + 1)
         return {"beats": beats, "issues": issues, "update_stall": stall,
                 "epoch_overhead": overhead, "cycles": issues + stall + overhead}
+
+
+@dataclass(frozen=True)
+class EngineModel2:
+    """Cycle model of engine v2's core (``docs/HARDWARE.md``, "The update loop"), input never
+    idle; the constants are fitted to the Verilator simulation
+    (``python benchmarks/bench_throughput2.py``).
+
+    The stream is a sequence of windows (``P`` fields, ``L * f / W`` beats each); the gearbox
+    holds one, so window ``w`` is there ``L f / W`` cycles after window ``w - 1`` was used.  A
+    window is used at once unless a batch starting in it needs a model version that is not
+    ready (EXACT: the previous batch's; DELAYED: the one before); then the rest of it waits.
+    Batch ``k``'s update begins at ``b_k = max(e_k + grad_latency, b_(k-1) + A + occupancy)``
+    (``e_k``: its last pass; one update at a time; ``A``: the update's issue cycles) and its
+    version is ready at ``b_k + A + update_latency``.  The epoch begins with the refresh
+    pass (ready ``A + refresh`` cycles after the start) and ends ``epoch_end`` cycles after the
+    last version."""
+
+    bus_width: int = 64
+    grad_latency: int = 17
+    occupancy: int = 24
+    update_latency: int = 26
+    refresh: int = 30
+    epoch_end: int = 2
+
+    def plan(self, n_features: int, layout: StreamLayout) -> tuple[int, int, float]:
+        """``(A, P, window beats)``: the update's issue cycles (``(n + 1) / U``, ``U = W / 32``
+        update units, when the lane classes allow it, else ``n + 1``:
+        ``zipsgd/hw/v2/updater.py``), the fields of a window and its beats."""
+        config = RunConfig2(encoding=layout.encoding, bits=layout.bits,
+                            n_features=n_features)
+        params = EngineParams2(self.bus_width, max(n_features, 1), 1)
+        plan = lane_plan(config, params, 1)
+        units = params.update_units
+        wide = (1 << plan.g_log2) >= units and layout.encoding is not Encoding.RAW32
+        beats = params.lanes * plan.field_width / self.bus_width
+        return (n_features + 1) // (units if wide else 1), plan.positions, beats
+
+    def cycles(self, n_samples: int, n_features: int, layout: StreamLayout, batch: int,
+               update_mode: str) -> dict:
+        """``beats``, ``cycles`` (start to done), the update's issue cycles ``A``, the loop
+        ``grad_latency + A + update_latency`` and ``steady`` (beats per cycle of a long epoch
+        of full batches)."""
+        if update_mode not in UPDATE_MODES:
+            raise ConfigError(f"update mode must be exact or delayed, found {update_mode!r}")
+        if n_samples < 1 or batch < 1:
+            raise ConfigError(f"samples and batch must be >= 1, found {n_samples}, {batch}")
+        a, positions, window_beats = self.plan(n_features, layout)
+        fields = n_features + 1
+        per_batch = batch * fields
+        total = n_samples * fields
+        batches = -(-n_samples // batch)
+        refreshed = a + self.refresh
+        ready = []                             # ready[v]: version v ready
+        state = {"begin": None}
+
+        def update(end):                       # batch len(ready) - 1's update, last pass at end
+            begin = end + self.grad_latency
+            if state["begin"] is not None:
+                begin = max(begin, state["begin"] + a + self.occupancy)
+            state["begin"] = begin
+            ready.append(begin + a + self.update_latency)
+
+        def version_for(j):
+            need = j if update_mode == "exact" else max(j - 1, 0)
+            return refreshed if need == 0 else ready[need]
+
+        ready.append(refreshed)
+        used = 0.0
+        next_batch = 1
+        for w in range(-(-total // positions)):
+            t = max(used + window_beats, refreshed) if w else max(window_beats, refreshed)
+            first, last = w * positions, min((w + 1) * positions, total)
+            while next_batch < batches and next_batch * per_batch < last:
+                if next_batch * per_batch > first or w == 0:
+                    update(t)                  # batch next_batch - 1 ends in this window
+                else:
+                    update(used)               # it ended with the previous window
+                t = max(t, version_for(next_batch))
+                next_batch += 1
+            used = t
+        update(used)
+        window_cycles = max(1.0, window_beats)
+        t_batch = per_batch / positions * window_cycles
+        loop = self.grad_latency + a + self.update_latency
+        period = t_batch + loop if update_mode == "exact" else max(t_batch, (t_batch + loop) / 2)
+        period = max(period, a + self.occupancy)
+        return {"beats": layout.stream_beats(n_features, n_samples),
+                "cycles": ready[-1] + self.epoch_end, "update_cycles": a, "loop": loop,
+                "steady": min(1.0, t_batch * window_beats / window_cycles / period)}
 
 
 def _delayed_stalls(boundaries: int, slack: int, window: int) -> int:

@@ -4,7 +4,9 @@ the status counts with the golden model of engine v2 after every epoch, bit for 
 
 ``test_params``: ``params`` (``EngineParams2`` fields) and ``runs``, each ``{"encoding",
 "bits", "n", "batch", "mode", "rounding", "alpha", "seed", "decay", "threshold", "samples",
-"epochs", "data_seed", "idle", "per_feature"}`` (see :func:`run_config`).  Figures (beats and
+"epochs", "data_seed", "idle", "levels"}`` (see :func:`run_config`; ``levels``: ``uniform``
+(the default), ``random`` or ``optimal`` per-feature tables, or ``shared-optimal``, one table
+for every feature, see :func:`level_table`).  Figures (beats and
 cycles of each epoch) go to the JSON file named by ``ZIPSGD_SIM_REPORT``.
 """
 
@@ -19,6 +21,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from zipsgd.golden.engine2 import GoldenEngine2
+from zipsgd.host.levels import LevelStats, optimal_levels, table_words
 from zipsgd.hw.v2.core import core_settings
 from zipsgd.sim.runner import test_params
 from zipsgd.spec.engine2 import (
@@ -31,7 +34,7 @@ from zipsgd.spec.engine2 import (
 from zipsgd.spec.fixed import RoundingMode
 from zipsgd.spec.stream import Encoding, StreamLayout, pack_stream, uniform_levels
 
-__all__ = ["run_config", "random_levels", "random_fields"]
+__all__ = ["run_config", "random_levels", "random_fields", "level_table"]
 
 
 def run_config(run: dict) -> RunConfig2:
@@ -52,6 +55,28 @@ def random_levels(rng, bits: int, n: int) -> np.ndarray:
         inner = rng.choice(np.arange(-255, 256), (1 << bits) - 1, replace=False)
         rows.append([-256, *sorted(inner.tolist()), 256])
     return np.array(rows, dtype=np.int64)
+
+
+def level_table(kind: str, rng, bits: int, n: int):
+    """``(table, per_feature)``: the level table the golden model decodes with (``None``:
+    uniform) and whether the engine holds it per feature.  ``optimal`` tables are the host's
+    variance-optimal levels (``zipsgd/host/levels.py``) of skewed random columns;
+    ``shared-optimal`` solves for all columns pooled and gives every feature that row."""
+    if kind == "uniform":
+        return None, False
+    if kind == "random":
+        return random_levels(rng, bits, n), True
+    values = rng.standard_exponential((400, n + 1)) ** rng.uniform(0.5, 3.0, n + 1)
+    values = 2 * values / values.max(axis=0) - 1          # columns from -1 to 1, skewed
+    if kind == "optimal":
+        stats = LevelStats(n)
+        stats.update(values[:, 0], values[:, 1:])
+        return table_words(stats.solve(bits)).astype(np.int64), True
+    if kind == "shared-optimal":
+        row = table_words(optimal_levels(values.reshape(-1), bits, method="discretized")
+                          .reshape(1, -1))
+        return np.repeat(row, n + 1, axis=0).astype(np.int64), False
+    raise ValueError(f"levels must be uniform, random, optimal or shared-optimal, found {kind!r}")
 
 
 def random_fields(rng, cfg: RunConfig2, samples: int, bus_width: int):
@@ -77,14 +102,15 @@ async def _write_levels(dut, table, per_feature):
 
 async def _run(dut, params: EngineParams2, run: dict, report: list):
     cfg = run_config(run)
-    per_feature = bool(run.get("per_feature", False))
     rng = np.random.default_rng(run.get("data_seed", 1))
-    plan = lane_plan(cfg, params, run["samples"], per_feature)
     raw = cfg.encoding is Encoding.RAW32
-    table = None if raw else (random_levels(rng, cfg.bits, cfg.n_features) if per_feature
-                              else uniform_levels(cfg.bits, cfg.n_features).astype(np.int64))
+    golden_table, per_feature = (None, False) if raw else \
+        level_table(run.get("levels", "uniform"), rng, cfg.bits, cfg.n_features)
+    plan = lane_plan(cfg, params, run["samples"], per_feature)
+    table = golden_table if golden_table is not None or raw else \
+        uniform_levels(cfg.bits, cfg.n_features).astype(np.int64)
     model = rng.integers(-(1 << 22), 1 << 22, cfg.n_features)
-    golden = GoldenEngine2(params, cfg, table if per_feature else None)
+    golden = GoldenEngine2(params, cfg, golden_table)
     golden.write_model(model)
     for name, value in core_settings(cfg, plan, per_feature).items():
         getattr(dut, name).value = value

@@ -6,12 +6,10 @@ decay and threshold, per-feature level tables, idle cycles, back-to-back epochs.
 from __future__ import annotations
 
 import itertools
-import json
 
 import pytest
 
-from zipsgd.hw.v2.core import Core2
-from zipsgd.sim import runner
+from zipsgd.sim.core2_sim import run_core2
 from zipsgd.spec.engine2 import EngineParams2
 
 ROUNDINGS = ("stochastic", "half_even", "truncate")
@@ -34,18 +32,10 @@ def sweep_runs(params: EngineParams2, feature_counts, raw_counts, batches) -> li
             "decay": (1 << 10) if k % 4 == 3 else 0, "threshold": 64 if k % 5 == 4 else 0,
             "samples": min(2 * batch + 3, 60) if batch > 1 else 9, "epochs": 2,
             "data_seed": seed + k, "idle": 0.3 if k % 2 else 0.0,
-            "per_feature": encoding != "raw32" and bits <= 4 and k % 3 == 1 and n < 120,
+            "levels": "random" if encoding != "raw32" and bits <= 4 and k % 3 == 1
+            and n < 120 else "uniform",
         })
     return runs
-
-
-def run_core2(params: EngineParams2, runs: list[dict], tmp_path, **kwargs):
-    report = tmp_path / "report.json"
-    runner.build_and_test(Core2(params), "core2", "zipsgd.sim.core2_bench",
-                          testcase="core2_matches_golden",
-                          test_params={"params": params.__dict__, "runs": runs},
-                          extra_env={"ZIPSGD_SIM_REPORT": str(report)}, **kwargs)
-    return json.loads(report.read_text())
 
 
 @pytest.mark.parametrize("bus_width, feature_counts, raw_counts", [
@@ -60,3 +50,26 @@ def test_core2_sweep(bus_width, feature_counts, raw_counts, tmp_path, sim_option
     runs = sweep_runs(params, feature_counts, raw_counts, batches=(1, 4, 16, 64))
     report = run_core2(params, runs, tmp_path, **sim_options)
     assert len(report) == sum(r["epochs"] for r in runs)
+
+
+def codebook_runs() -> list[dict]:
+    """The decode stage with the host's variance-optimal levels and random ones, per feature
+    at b = 1..4, and one shared optimal table for more features than a lane's tables hold
+    (n + 1 = 301 odd: every lane holds all 301 features)."""
+    runs = []
+    for k, (bits, kind) in enumerate(itertools.product((1, 2, 3, 4), ("optimal", "random"))):
+        runs.append({"encoding": "double" if k % 3 else "single", "bits": bits,
+                     "n": (9, 30, 64, 100)[k % 4], "batch": (4, 16)[k % 2],
+                     "mode": ("delayed", "exact")[k % 2], "rounding": ROUNDINGS[k % 3],
+                     "samples": 40, "epochs": 2, "data_seed": 50 + k, "levels": kind})
+    for bits in (1, 3, 6, 8):
+        runs.append({"encoding": "double", "bits": bits, "n": 300, "batch": 8,
+                     "mode": "delayed", "samples": 20, "epochs": 1, "data_seed": 60 + bits,
+                     "levels": "shared-optimal"})
+    return runs
+
+
+def test_core2_codebooks(tmp_path, sim_options):
+    params = EngineParams2(64, 4096, 512)
+    report = run_core2(params, codebook_runs(), tmp_path, **sim_options)
+    assert len(report) == sum(r["epochs"] for r in codebook_runs())
