@@ -242,7 +242,8 @@ LANE_TABLE_FEATURES = 128
 #: Windows a sample may span: the replay memory (``LANE_CAPACITY`` passes) also holds the
 #: passes issued while the sample's residual is computed.
 MAX_SAMPLE_WINDOWS = 448
-#: Lanes of a group: each holds at most one sample end, so a sample is at least this long.
+#: Lanes of a group: a group closes at most one sample per pass, so a window of shorter
+#: samples is issued in passes of one sample end each (``LanePlan.short``).
 MIN_SAMPLE_POSITIONS = 8
 
 
@@ -253,7 +254,9 @@ class LanePlan:
     ``positions`` fields per window (``L``, or ``L/4`` raw32 words); lane ``k`` holds the
     features ``j = k (mod 2**g_log2)`` at ``j >> g_log2`` (``wrap`` addresses); ``step`` is the
     address increment per window; ``last_window``/``last_valid`` end the stream; ``bypass``
-    is set when ``(n + 1) | positions`` (a lane meets one feature in every window).
+    is set when ``(n + 1) | positions`` (a lane meets one feature in every window); ``short``
+    when a quantized sample has fewer than :data:`MIN_SAMPLE_POSITIONS` fields (each pass then
+    ends after one sample end).
     """
 
     field_width: int
@@ -264,6 +267,7 @@ class LanePlan:
     last_window: int
     last_valid: int
     bypass: bool
+    short: bool
     batch_positions: int
     batches: int
     total: int
@@ -279,10 +283,6 @@ def lane_plan(config: RunConfig2, params: EngineParams2, samples: int,
     raw = config.encoding is Encoding.RAW32
     fields = config.n_features + 1
     positions = params.lanes // 4 if raw else params.lanes
-    least = 2 if raw else MIN_SAMPLE_POSITIONS
-    if fields < least:
-        raise ConfigError(f"engine v2 needs samples of at least {least} fields "
-                          f"(n_features >= {least - 1}), found n_features={config.n_features}")
     g = 1
     while fields % (2 * g) == 0 and positions % (2 * g) == 0:
         g *= 2
@@ -299,5 +299,6 @@ def lane_plan(config: RunConfig2, params: EngineParams2, samples: int,
         field_width=8 if raw else layout.field_width, positions=positions,
         g_log2=g.bit_length() - 1, wrap=wrap, step=(positions % fields) // g,
         last_window=last_window, last_valid=total - last_window * positions,
-        bypass=positions % fields == 0, batch_positions=config.batch_size * fields,
+        bypass=positions % fields == 0, short=not raw and fields < MIN_SAMPLE_POSITIONS,
+        batch_positions=config.batch_size * fields,
         batches=-(-samples // config.batch_size), total=total)

@@ -138,6 +138,10 @@ CASES = [
     ("single", 8, 70, 5, "delayed"),
     ("raw32", 32, 5, 4, "delayed"),
     ("raw32", 32, 7, 2, "exact"),
+    # Samples shorter than a group: passes of one sample end each.
+    ("double", 3, 1, 4, "delayed"),
+    ("single", 2, 3, 5, "exact"),
+    ("double", 5, 6, 3, "delayed"),
 ]
 
 

@@ -1,7 +1,8 @@
 """Engine v2's core under Verilator and cocotb against the golden model of engine v2, every
 epoch bit for bit (model words and status counts): every precision, lane plans (one feature
-per update cycle, several, bypass), batch sizes 1..64, both update modes, every rounding mode,
-decay and threshold, per-feature level tables, idle cycles, back-to-back epochs."""
+per update cycle, several, bypass, samples shorter than a group), batch sizes 1..64, both
+update modes, every rounding mode, decay and threshold, per-feature level tables, idle cycles,
+back-to-back epochs."""
 
 from __future__ import annotations
 
@@ -40,10 +41,10 @@ def sweep_runs(params: EngineParams2, feature_counts, raw_counts, batches) -> li
 
 @pytest.mark.parametrize("bus_width, feature_counts, raw_counts", [
     # L = 32: n + 1 = 8, 16, 32 divide the lanes (bypass); 9, 101, 301 odd (one feature per
-    # update cycle); 34 and 64 even (two).
-    (64, (7, 8, 15, 31, 33, 63, 100, 300), (1, 7, 9, 40)),
+    # update cycle); 34 and 64 even (two); 2, 4, 7 shorter than a group (a pass per sample).
+    (64, (7, 8, 1, 15, 31, 3, 33, 63, 6, 100, 300), (1, 7, 9, 40)),
     # L = 64 (U = 4, R = 8): 10 and 22 even but not multiples of 4 (one feature per cycle).
-    (128, (7, 9, 15, 21, 63, 64, 127, 200), (1, 15, 16, 50)),
+    (128, (7, 9, 2, 15, 21, 63, 5, 64, 127, 200), (1, 15, 16, 50)),
 ])
 def test_core2_sweep(bus_width, feature_counts, raw_counts, tmp_path, sim_options):
     params = EngineParams2(bus_width, 4096, 512)

@@ -64,7 +64,7 @@ def _settings(params: EngineParams2, aw: int) -> dict:
     return {
         "field_width": In(4), "index_mask": In(8), "bit_select": In(8),
         "double_sampled": In(1),
-        "per_feature": In(1), "raw": In(1), "bypass": In(1),
+        "per_feature": In(1), "raw": In(1), "bypass": In(1), "short_samples": In(1),
         "g_log2": In(3), "wrap": In(aw + 1), "step_addr": In(aw + 1),
         "last_window": In(32), "last_valid": In(8),
         "n_features": In(mw), "batch_positions": In(32), "batches": In(32), "exact": In(1),
@@ -83,7 +83,8 @@ def core_settings(config: RunConfig2, plan: LanePlan, per_feature: bool = False)
         "bit_select": (1 << (bits - 1)) if bits else 0,
         "double_sampled": int(config.encoding is Encoding.DOUBLE),
         "per_feature": int(per_feature),
-        "raw": int(raw), "bypass": int(plan.bypass), "g_log2": plan.g_log2, "wrap": plan.wrap,
+        "raw": int(raw), "bypass": int(plan.bypass), "short_samples": int(plan.short),
+        "g_log2": plan.g_log2, "wrap": plan.wrap,
         "step_addr": plan.step, "last_window": plan.last_window, "last_valid": plan.last_valid,
         "n_features": config.n_features, "batch_positions": plan.batch_positions,
         "batches": plan.batches, "exact": int(config.update_mode is UpdateMode.EXACT),
@@ -189,9 +190,19 @@ class Core2(wiring.Component):
         m.d.comb += [rb1.eq(c.next_bnd - c.wbase), rb2.eq(rb1 + self.batch_positions)]
         c.rb1, c.rb2 = rb1, rb2
         in1 = rb1 < c.positions
+        hi_batch = Signal(range(lanes + 1))
+        m.d.comb += hi_batch.eq(Mux(in1, Mux(c.ready_b, Mux(rb2 < c.positions, rb2,
+                                                            c.positions), rb1), c.positions))
+        # Samples shorter than a group (``short_samples``): a pass ends after the first sample
+        # end at or after lo, so that no group closes two samples in one pass.
+        first_end = Signal(range(lanes + 1))
+        m.d.comb += first_end.eq(c.positions)
+        for k in reversed(range(lanes)):
+            with m.If(seq.end[k] & (c.lo <= k)):
+                m.d.comb += first_end.eq(k + 1)
         hi = Signal(range(lanes + 1))
-        m.d.comb += hi.eq(Mux(in1, Mux(c.ready_b, Mux(rb2 < c.positions, rb2, c.positions),
-                                       rb1), c.positions))
+        m.d.comb += hi.eq(Mux(self.short_samples & (first_end < hi_batch), first_end,
+                              hi_batch))
         c.hi, c.in1 = hi, in1
         ring = RING_DEPTH * self.groups
         space = ((c.wp - c.rp) < LANE_CAPACITY - 8) & \
@@ -200,8 +211,8 @@ class Core2(wiring.Component):
         m.d.comb += c.issue.eq(c.running & ~c.refreshing & ~c.fwd_done & window & c.ready_a
                                & space)
         whole = hi == c.positions
-        crossed1 = in1 | (rb1 == c.positions)
-        crossed2 = (rb2 <= hi) & crossed1
+        crossed1 = rb1 <= hi
+        crossed2 = rb2 <= hi
         with m.If(c.issue):
             m.d.sync += c.wp.eq(c.wp + 1)
             with m.If(whole):
