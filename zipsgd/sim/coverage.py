@@ -1,6 +1,10 @@
 """Line and toggle coverage of the engine under the regular scoreboard families.
 
     python -m zipsgd.sim.coverage [-o build/coverage]          # `make coverage`
+    python -m zipsgd.sim.coverage --engine v2 [-o build/coverage-v2]
+
+``--engine v2``: engine v2's core (W = 64, N_max = 4096), line coverage only, under its bit-exact
+sweep and decode-stage runs (``zipsgd/sim/core2_sim.py``).
 
 Builds the engine (W = 64, N_max = 1024, B_max = 64) with Verilator's ``--coverage-line
 --coverage-toggle`` (its own build key), with Amaranth's source locations kept in the Verilog
@@ -30,9 +34,11 @@ from pathlib import Path
 from amaranth.back import verilog
 
 from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
-from zipsgd.sim import runner, stress
+from zipsgd.hw.v2.core import Core2
+from zipsgd.sim import core2_sim, runner, stress
 from zipsgd.sim.toolchain import find_verilator
 from zipsgd.spec.engine import EngineParams, sim_params
+from zipsgd.spec.engine2 import EngineParams2
 
 __all__ = ["COVERAGE_PARAMS", "Point", "parse", "merge", "summarize", "uncovered_lines",
            "write_info", "main"]
@@ -301,6 +307,28 @@ def run(out_dir: Path, params: EngineParams = COVERAGE_PARAMS, timeout_s: float 
     return report(out_dir, info)
 
 
+#: Engine v2's coverage build.
+COVERAGE_PARAMS2 = EngineParams2(64, 4096, 512)
+
+
+def run_v2(out_dir: Path, params: EngineParams2 = COVERAGE_PARAMS2,
+           timeout_s: float = 7200) -> dict:
+    """Line coverage of engine v2's core under its sweep and decode-stage runs."""
+    started = time.monotonic()
+    text = verilog.convert(Core2(params), name=core2_sim.TOP, emit_src=True)
+    built = runner.build(text, core2_sim.TOP, coverage=("line",))
+    runs = core2_sim.sweep_runs(params) + core2_sim.codebook_runs()
+    result = runner.run(built, "zipsgd.sim.core2_bench", testcase="core2_matches_golden",
+                        test_params={"params": params.__dict__, "runs": runs},
+                        timeout_s=timeout_s)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "coverage.dat").write_bytes(result.coverage_file.read_bytes())
+    info = {"params": params.__dict__, "verilator": find_verilator().version,
+            "build_dir": str(built.build_dir), "tests": result.tests,
+            "wall_s": time.monotonic() - started}
+    return report(out_dir, info)
+
+
 def report(out_dir: Path, info: dict) -> dict:
     """Write the reports of ``out_dir/coverage.dat`` (the Verilog from ``info["build_dir"]``)."""
     points = merge([out_dir / "coverage.dat"])
@@ -317,16 +345,23 @@ def report(out_dir: Path, info: dict) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m zipsgd.sim.coverage", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-o", "--out", type=Path, default=Path("build/coverage"))
+    parser.add_argument("-o", "--out", type=Path, default=None,
+                        help="output folder (default build/coverage, or build/coverage-v2)")
+    parser.add_argument("--engine", choices=("v1", "v2"), default="v1",
+                        help="the engine measured (default v1)")
     parser.add_argument("--timeout", type=float, default=7200,
                         help="seconds for the simulator process")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite the reports from the coverage.dat already in --out")
     args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = Path("build/coverage" if args.engine == "v1" else "build/coverage-v2")
     if args.report_only:
         info = json.loads((args.out / "summary.json").read_text())
         result = report(args.out, {k: info[k] for k in ("params", "verilator", "build_dir",
                                                          "tests", "wall_s")})
+    elif args.engine == "v2":
+        result = run_v2(args.out, timeout_s=args.timeout)
     else:
         result = run(args.out, timeout_s=args.timeout)
     total = result["total"]
