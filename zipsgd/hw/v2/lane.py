@@ -42,6 +42,8 @@ PRODUCT_WIDTH = PRODUCT_LOG2 + 2
 #: Cycles from ``fwd`` to ``product`` (``first``, ``second`` one cycle earlier).
 FORWARD_LATENCY = 3
 _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
+#: Write-enable granularity of a partial word (a DP16KD's byte of nine bits).
+_BYTE = 9
 
 
 class Lane(wiring.Component):
@@ -144,10 +146,12 @@ class Lane(wiring.Component):
         aw = self.addr_width
         banks = []
         for g in range(2):
-            mem = memory.Memory(shape=signed(PARTIAL_WIDTH), depth=self.capacity, init=[],
+            # A word is the partial and a *cleared* flag on top (bit 35), written alone with
+            # the top byte's enable: a cleared word reads as 0 whatever its other bits hold.
+            mem = memory.Memory(shape=PARTIAL_WIDTH + 1, depth=self.capacity, init=[],
                                 attrs=_MARK)
             m.submodules[f"partials{g}"] = mem
-            banks.append((mem.read_port(), mem.write_port()))
+            banks.append((mem.read_port(), mem.write_port(granularity=_BYTE)))
         # Cycle 1: the operands (the multiplier's input registers) and the partial's read;
         # cycle 2: the term (its output register) and the partial, summed and written.  A
         # lane meets one feature in two consecutive windows only in bypass mode.
@@ -165,14 +169,17 @@ class Lane(wiring.Component):
         upd_bank1, upd_enable1, upd_addr1, both1 = Signal(), Signal(), Signal(aw), Signal()
         m.d.sync += [upd_bank1.eq(self.upd_bank), upd_enable1.eq(self.upd_enable),
                      upd_addr1.eq(self.upd_addr), both1.eq(self.upd_both)]
+        bytes_ = (PARTIAL_WIDTH + 1) // _BYTE
         for g, (r, w) in enumerate(banks):
             summing = v2 & (bank2 == g)
             clearing = upd_enable1 & ((upd_bank1 == g) | both1)
             m.d.comb += [r.addr.eq(Mux(v1 & (bank1 == g), addr1, self.upd_addr)),
                          w.addr.eq(Mux(summing, addr2, upd_addr1)),
-                         w.en.eq(summing | clearing),
-                         w.data.eq(Mux(summing, new, 0))]
-        old = Mux(bank2, banks[1][0].data, banks[0][0].data)
+                         w.en.eq(Mux(summing, (1 << bytes_) - 1,
+                                     Mux(clearing, 1 << (bytes_ - 1), 0))),
+                         w.data.eq(Cat(new, ~summing))]
+        word = Mux(bank2, banks[1][0].data, banks[0][0].data)
+        old = Mux(word[PARTIAL_WIDTH], 0, word[:PARTIAL_WIDTH].as_signed())
         # Bypass mode: the word written last cycle, if this write goes to the same bank (the
         # lane then holds one feature, so the address is the same too).
         written, wrote, wrote_bank = Signal(signed(PARTIAL_WIDTH)), Signal(), Signal()
@@ -181,4 +188,5 @@ class Lane(wiring.Component):
         m.d.comb += new.eq(Mux(forward, written, old) + term)
         # The update's word: read with the address of the cycle before.
         read = Mux(upd_bank1, banks[1][0].data, banks[0][0].data)
-        m.d.comb += self.partial.eq(Mux(upd_enable1, read, 0))
+        m.d.comb += self.partial.eq(Mux(upd_enable1 & ~read[PARTIAL_WIDTH],
+                                        read[:PARTIAL_WIDTH].as_signed(), 0))
