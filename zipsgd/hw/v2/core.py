@@ -132,15 +132,14 @@ class Core2(wiring.Component):
         lanes, units, groups = p.lanes, p.update_units, self.groups
         m.submodules.gearbox = gb = FieldGearbox(p.bus_width)
         m.submodules.seq = seq = WindowSequencer(lanes, (LANE_CAPACITY - 1).bit_length())
-        m.submodules.segsum = seg = self._seg = SegmentedSum(lanes, PRODUCT_WIDTH, p.dot_width)
-        m.submodules.updater = upd = self._upd = Updater(p)
+        m.submodules.segsum = seg = SegmentedSum(lanes, PRODUCT_WIDTH, p.dot_width)
+        m.submodules.updater = upd = Updater(p)
         m.submodules.gens = gens = XorshiftBank(count=units + groups)
         self.lane = [Lane(LANE_CAPACITY, raw=k % 4 == 0) for k in range(lanes)]
         for k, lane in enumerate(self.lane):
             m.submodules[f"lane{k}"] = lane
         wiring.connect(m, wiring.flipped(self.beats), gb.beats)
-        ctl = self._c = self._control(m, gb, seq, upd)
-        self._gb = gb
+        ctl = self._control(m, gb, seq, upd)
         fwd = self._forward(m, gb, seq, ctl)
         self._samples(m, seg, gens, fwd, ctl)
         self._replay(m, seq, fwd, ctl)
@@ -311,14 +310,12 @@ class Core2(wiring.Component):
         # s mod R; the ring and the replay count samples of the epoch.
         closed = Signal(32)                  # samples closed this epoch
         drawn = Signal(max(1, (groups - 1).bit_length()))   # samples since the seed, mod R
-        self._su = []
         rlog = (groups - 1).bit_length()
         rank = 0
         steps = Signal(groups)
         ring_writes = []
         for g in range(groups):
             unit = m.submodules[f"sample{g}"] = SampleUnit(p.dot_width)
-            self._su.append(unit)
             s = Signal(32, name=f"s{g}")
             m.d.comb += s.eq(closed + rank)
             gen = (drawn + rank)[:rlog] if rlog else Const(0, 1)

@@ -160,11 +160,9 @@ class Updater(wiring.Component):
         # -- the units ---------------------------------------------------------------------
         gw = p.gradient_width
         outs = []
-        self._units = []
         step_bits = Signal(units)
         for u in range(units):
             unit = m.submodules[f"unit{u}"] = UpdateUnit(gw)
-            self._units.append(unit)
             j = Signal(jw, name=f"j{u}")
             m.d.comb += j.eq(in_j0 + u)
             active = in_valid & Mux(wide, 1, u == 0) & (j <= self.n_features)
