@@ -299,12 +299,7 @@ def run(out_dir: Path, params: EngineParams = COVERAGE_PARAMS, timeout_s: float 
                         testcase=["engine_matches_golden", "framing_and_config_errors",
                                   "stress_patterns", "resets_mid_stream"],
                         test_params=coverage_plan(params), timeout_s=timeout_s)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "coverage.dat").write_bytes(result.coverage_file.read_bytes())
-    info = {"params": params.__dict__, "verilator": find_verilator().version,
-            "build_dir": str(built.build_dir), "tests": result.tests,
-            "wall_s": time.monotonic() - started}
-    return report(out_dir, info)
+    return _finish(out_dir, params, built, result, started)
 
 
 #: Engine v2's coverage build.
@@ -321,6 +316,11 @@ def run_v2(out_dir: Path, params: EngineParams2 = COVERAGE_PARAMS2,
     result = runner.run(built, "zipsgd.sim.core2_bench", testcase="core2_matches_golden",
                         test_params={"params": params.__dict__, "runs": runs},
                         timeout_s=timeout_s)
+    return _finish(out_dir, params, built, result, started)
+
+
+def _finish(out_dir: Path, params, built, result, started: float) -> dict:
+    """Keep a run's ``coverage.dat`` in ``out_dir`` and write its reports."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "coverage.dat").write_bytes(result.coverage_file.read_bytes())
     info = {"params": params.__dict__, "verilator": find_verilator().version,
