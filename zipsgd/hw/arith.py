@@ -615,6 +615,15 @@ def replicas(m, name: str, value: Value, copies: int, *, init: int = 0,
     return out
 
 
+def delay_line(m, value, cycles: int, name: str):
+    """``value`` behind ``cycles`` registers (named ``{name}_d0``, ``{name}_d1``, ...)."""
+    for i in range(cycles):
+        delayed = Signal.like(value, name=f"{name}_d{i}")
+        m.d.sync += delayed.eq(value)
+        value = delayed
+    return value
+
+
 def any_of(bits) -> Value:
     """OR of 1-bit values as one flat reduction (``Const(0, 1)`` for none)."""
     bits = list(bits)

@@ -4,9 +4,8 @@ the status counts with the golden model of engine v2 after every epoch, bit for 
 
 ``test_params``: ``params`` (``EngineParams2`` fields) and ``runs``, each ``{"encoding",
 "bits", "n", "batch", "mode", "rounding", "alpha", "seed", "decay", "threshold", "samples",
-"epochs", "data_seed", "idle", "levels"}`` (see :func:`run_config`; ``levels``: ``uniform``
-(the default), ``random`` or ``optimal`` per-feature tables, or ``shared-optimal``, one table
-for every feature, see :func:`level_table`).  Figures (beats and
+"epochs", "data_seed", "idle", "levels"}`` (``zipsgd.sim.core2_sim.run_config`` and
+``level_table``).  Figures (beats and
 cycles of each epoch) go to the JSON file named by ``ZIPSGD_SIM_REPORT``.
 """
 
@@ -21,72 +20,11 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from zipsgd.golden.engine2 import GoldenEngine2
-from zipsgd.host.levels import LevelStats, optimal_levels, table_words
 from zipsgd.hw.v2.core import core_settings
+from zipsgd.sim.core2_sim import level_table, random_fields, run_config
 from zipsgd.sim.runner import test_params
-from zipsgd.spec.engine2 import (
-    EngineParams2,
-    RunConfig2,
-    UpdateMode,
-    lane_plan,
-    step_register,
-)
-from zipsgd.spec.fixed import RoundingMode
-from zipsgd.spec.stream import Encoding, StreamLayout, pack_stream, uniform_levels
-
-__all__ = ["run_config", "random_levels", "random_fields", "level_table"]
-
-
-def run_config(run: dict) -> RunConfig2:
-    """The ``RunConfig2`` of a run description (the step from ``alpha`` per batch)."""
-    cfg = RunConfig2(encoding=run["encoding"], bits=run["bits"], n_features=run["n"],
-                     batch_size=run["batch"], update_mode=UpdateMode[run["mode"].upper()],
-                     rounding=RoundingMode[run.get("rounding", "stochastic").upper()],
-                     seed=run.get("seed", 1), decay=run.get("decay", 0),
-                     threshold=run.get("threshold", 0))
-    step, shift = step_register(run.get("alpha", 0.02) / run["batch"], cfg)
-    return cfg.with_(step=step, residual_shift=shift)
-
-
-def random_levels(rng, bits: int, n: int) -> np.ndarray:
-    """Per-feature level tables: -256, strictly increasing random levels, +256."""
-    rows = []
-    for _ in range(n + 1):
-        inner = rng.choice(np.arange(-255, 256), (1 << bits) - 1, replace=False)
-        rows.append([-256, *sorted(inner.tolist()), 256])
-    return np.array(rows, dtype=np.int64)
-
-
-def level_table(kind: str, rng, bits: int, n: int):
-    """``(table, per_feature)``: the level table the golden model decodes with (``None``:
-    uniform) and whether the engine holds it per feature.  ``optimal`` tables are the host's
-    variance-optimal levels (``zipsgd/host/levels.py``) of skewed random columns;
-    ``shared-optimal`` solves for all columns pooled and gives every feature that row."""
-    if kind == "uniform":
-        return None, False
-    if kind == "random":
-        return random_levels(rng, bits, n), True
-    values = rng.standard_exponential((400, n + 1)) ** rng.uniform(0.5, 3.0, n + 1)
-    values = 2 * values / values.max(axis=0) - 1          # columns from -1 to 1, skewed
-    if kind == "optimal":
-        stats = LevelStats(n)
-        stats.update(values[:, 0], values[:, 1:])
-        return table_words(stats.solve(bits)).astype(np.int64), True
-    if kind == "shared-optimal":
-        row = table_words(optimal_levels(values.reshape(-1), bits, method="discretized")
-                          .reshape(1, -1))
-        return np.repeat(row, n + 1, axis=0).astype(np.int64), False
-    raise ValueError(f"levels must be uniform, random, optimal or shared-optimal, found {kind!r}")
-
-
-def random_fields(rng, cfg: RunConfig2, samples: int, bus_width: int):
-    """Random fields of every value (raw32: words in [-2**30, 2**30]) and their layout."""
-    layout = StreamLayout(cfg.encoding, cfg.bits, bus_width)
-    if cfg.encoding is Encoding.RAW32:
-        words = rng.integers(-(1 << 30), (1 << 30) + 1, (samples, cfg.n_features + 1))
-        return words.astype(np.int64).astype(np.uint32).astype(np.uint64), layout
-    return rng.integers(0, 1 << layout.field_width, (samples, cfg.n_features + 1),
-                        dtype=np.uint64), layout
+from zipsgd.spec.engine2 import EngineParams2, lane_plan
+from zipsgd.spec.stream import Encoding, pack_stream, uniform_levels
 
 
 async def _write_levels(dut, table, per_feature):

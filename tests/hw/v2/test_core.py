@@ -10,35 +10,16 @@ from sim_support import simulate
 
 from zipsgd.golden.engine2 import GoldenEngine2
 from zipsgd.hw.v2.core import Core2, core_settings
-from zipsgd.spec.engine2 import EngineParams2, RunConfig2, UpdateMode, lane_plan, step_register
-from zipsgd.spec.stream import Encoding, StreamLayout, pack_stream, uniform_levels
+from zipsgd.sim.core2_sim import random_fields, random_levels, run_config
+from zipsgd.spec.engine2 import EngineParams2, lane_plan
+from zipsgd.spec.stream import Encoding, pack_stream, uniform_levels
 
 PARAMS = EngineParams2(64, 1024, 512)
 
 
-def _config(encoding, bits, n, batch, mode, alpha=0.02, **kw):
-    cfg = RunConfig2(encoding=encoding, bits=bits, n_features=n, batch_size=batch,
-                     update_mode=UpdateMode[mode.upper()], **kw)
-    step, shift = step_register(alpha / batch, cfg)
-    return cfg.with_(step=step, residual_shift=shift)
-
-
-def _fields(rng, cfg, samples):
-    layout = StreamLayout(cfg.encoding, cfg.bits, PARAMS.bus_width)
-    if cfg.encoding is Encoding.RAW32:
-        words = rng.integers(-(1 << 30), (1 << 30) + 1, (samples, cfg.n_features + 1))
-        return words.astype(np.int64).astype(np.uint32).astype(np.uint64), layout
-    return rng.integers(0, 1 << layout.field_width, (samples, cfg.n_features + 1),
-                        dtype=np.uint64), layout
-
-
-def random_levels(rng, bits, n):
-    """Per-feature level tables: -256, strictly increasing random levels, +256."""
-    rows = []
-    for _ in range(n + 1):
-        inner = rng.choice(np.arange(-255, 256), (1 << bits) - 1, replace=False)
-        rows.append([-256, *sorted(inner.tolist()), 256])
-    return np.array(rows, dtype=np.int64)
+def _config(encoding, bits, n, batch, mode, alpha=0.02):
+    return run_config({"encoding": encoding, "bits": bits, "n": n, "batch": batch,
+                       "mode": mode, "alpha": alpha})
 
 
 async def write_levels(ctx, dut, table, per_feature):
@@ -62,7 +43,7 @@ def run_epochs(cfg, epochs, samples, seed=3, gaps=0.2, model=None, per_feature=F
                               else uniform_levels(cfg.bits, cfg.n_features).astype(np.int64))
     streams = []
     for _ in range(epochs):
-        fields, layout = _fields(rng, cfg, samples)
+        fields, layout = random_fields(rng, cfg, samples, PARAMS.bus_width)
         streams.append((fields, pack_stream(fields, layout).view(np.uint64)))
     if model is None:
         model = rng.integers(-(1 << 22), 1 << 22, cfg.n_features)

@@ -20,7 +20,7 @@ the previous batch's update; DELAYED: the one before), so a pass holds at most t
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -38,6 +38,7 @@ from zipsgd.spec.engine2 import (
 from zipsgd.spec.fixed import RAND_BITS
 from zipsgd.spec.stream import Encoding
 
+from ..arith import delay_line, popcount
 from ..core import UNUSED_COLLISION_ATTRIBUTE
 from ..rng import XorshiftBank
 from .gearbox import FieldGearbox, beat_layout, raw_word
@@ -281,13 +282,13 @@ class Core2(wiring.Component):
                 seen = seen | f.start[k]
                 m.d.comb += f.after[k].eq(seen)
         # Labels: the start lane's two levels (or raw word), two cycles after the issue.
-        start2 = _delay(m, f.start, 2, "start")
+        start2 = delay_line(m, f.start, 2, "start")
         labels = []
         for g in range(self.groups):
             group = range(g * GROUP, (g + 1) * GROUP)
-            first = _any(Mux(start2[k], self.lane[k].first, 0) for k in group)
-            second = _any(Mux(start2[k], self.lane[k].second, 0) for k in group)
-            word = _any(Mux(start2[k], self.lane[k].f2, 0) for k in group if k % 4 == 0)
+            first = _or_words(Mux(start2[k], self.lane[k].first, 0) for k in group)
+            second = _or_words(Mux(start2[k], self.lane[k].second, 0) for k in group)
+            word = _or_words(Mux(start2[k], self.lane[k].f2, 0) for k in group if k % 4 == 0)
             label = Signal(signed(LABEL_WIDTH), name=f"label{g}")
             m.d.sync += label.eq(Mux(self.raw, word, first + second))
             labels.append(label)
@@ -298,9 +299,9 @@ class Core2(wiring.Component):
     def _samples(self, m, seg, gens, f, c):
         p = self.params
         groups, units = self.groups, p.update_units
-        m.d.comb += seg.valid.eq(_delay(m, c.issue, FORWARD_LATENCY, "issue"))
-        starts = _delay(m, f.start, FORWARD_LATENCY, "seg_start")
-        ends = _delay(m, f.end, FORWARD_LATENCY, "seg_end")
+        m.d.comb += seg.valid.eq(delay_line(m, c.issue, FORWARD_LATENCY, "issue"))
+        starts = delay_line(m, f.start, FORWARD_LATENCY, "seg_start")
+        ends = delay_line(m, f.end, FORWARD_LATENCY, "seg_end")
         for k, lane in enumerate(self.lane):
             m.d.comb += [seg.products[k].eq(lane.product), seg.starts[k].eq(starts[k]),
                          seg.ends[k].eq(ends[k])]
@@ -319,7 +320,7 @@ class Core2(wiring.Component):
             s = Signal(32, name=f"s{g}")
             m.d.comb += s.eq(closed + rank)
             gen = (drawn + rank)[:rlog] if rlog else Const(0, 1)
-            draw = _pick([gens.value[units + r] for r in range(groups)], gen)
+            draw = _choose([gens.value[units + r] for r in range(groups)], gen)
             m.d.comb += [
                 unit.valid.eq(seg.closed_valid[g]), unit.dot.eq(seg.closed[g]),
                 unit.label.eq(seg.closed_label[g]), unit.rand.eq(draw[:RAND_BITS]),
@@ -331,7 +332,7 @@ class Core2(wiring.Component):
                 with m.If(seg.closed_valid[g] & (gen == r)):
                     m.d.comb += steps[r].eq(1)
             rank = rank + seg.closed_valid[g]
-            ring_writes.append((unit, _delay(m, s, SAMPLE_LATENCY, f"s{g}")))
+            ring_writes.append((unit, delay_line(m, s, SAMPLE_LATENCY, f"s{g}")))
         with m.If(self.start & ~self.busy):
             m.d.sync += closed.eq(0)
         with m.Else():
@@ -345,8 +346,8 @@ class Core2(wiring.Component):
         loss = sum((Mux(u.out_valid, u.loss, 0) for u, _ in ring_writes), Const(0, 1))
         acc = Signal(LOSS_ACC_WIDTH + 1)
         m.d.comb += acc.eq(self.loss_acc + loss)
-        clips = _count(Cat(*(u.out_valid & u.e_clipped for u, _ in ring_writes)))
-        done = _count(Cat(*(u.out_valid for u, _ in ring_writes)))
+        clips = popcount(Cat(*(u.out_valid & u.e_clipped for u, _ in ring_writes)))
+        done = popcount(Cat(*(u.out_valid for u, _ in ring_writes)))
         lclip = Cat(*(u.out_valid & u.loss_clipped for u, _ in ring_writes)).any()
         with m.If(self.start & ~self.busy):
             m.d.sync += [self.loss_acc.eq(0), self.loss_saturated.eq(0), self.samples.eq(0),
@@ -378,7 +379,7 @@ class Core2(wiring.Component):
         # Pass records (written when issued): the first sample count, the last sample, the
         # groups with a start, the first batch's parity, batches complete after it.
         gstarts = Cat(*(f.start[g * GROUP:(g + 1) * GROUP].any() for g in range(groups)))
-        valid_starts = _count(f.start)
+        valid_starts = popcount(f.start)
         slast = Signal(32)
         m.d.comb += slast.eq(c.started + valid_starts - 1)
         last_pass = c.issue & (c.hi == c.positions) & seq.final
@@ -395,11 +396,11 @@ class Core2(wiring.Component):
         m.d.comb += [iw.en.eq(c.issue), iw.addr.eq(c.wp[:aw]), iw.data.eq(record)]
         # Per lane: the field's second level, address, validity and selects.  Written two
         # cycles after the issue (with the lane's levels).
-        wp2 = _delay(m, c.wp[:aw], 2, "wp")
-        issue2 = _delay(m, c.issue, 2, "issue_r")
-        valid2, second2, after2 = (_delay(m, f.valid, 2, "valid"),
-                                   _delay(m, f.second, 2, "second"),
-                                   _delay(m, f.after, 2, "after"))
+        wp2 = delay_line(m, c.wp[:aw], 2, "wp")
+        issue2 = delay_line(m, c.issue, 2, "issue_r")
+        valid2, second2, after2 = (delay_line(m, f.valid, 2, "valid"),
+                                   delay_line(m, f.second, 2, "second"),
+                                   delay_line(m, f.after, 2, "after"))
         written = Signal(32)
         with m.If(self.start & ~self.busy):
             m.d.sync += written.eq(0)
@@ -418,7 +419,7 @@ class Core2(wiring.Component):
         m.d.comb += ir.addr.eq(rp_next[:aw])
         with m.If(replay):
             m.d.sync += [c.rp.eq(c.rp + 1), c.s_replayed.eq(r_started)]
-        done_later = _delay(m, Mux(replay, r_done, 0), _REPLAY_LATENCY, "done")
+        done_later = delay_line(m, Mux(replay, r_done, 0), _REPLAY_LATENCY, "done")
         with m.If(done_later > c.grad_done):
             m.d.sync += c.grad_done.eq(done_later)
         # Residuals of samples S0 + i (S0 = r_started - 1), read from the ring.
@@ -429,22 +430,22 @@ class Core2(wiring.Component):
             ia = (b - s0[:rlog])[:rlog] if rlog else 0
             m.d.comb += [ra.addr.eq((s0 + ia)[rlog:]), rb.addr.eq((s0 + groups)[rlog:])]
         values = []
-        s0_1 = _delay(m, s0[:rlog] if rlog else Const(0, 1), 1, "s0")
+        s0_1 = delay_line(m, s0[:rlog] if rlog else Const(0, 1), 1, "s0")
         for i in range(groups + 1):
             if i < groups:
                 bank = (s0_1 + i)[:rlog] if rlog else 0
-                values.append(_pick([ra.data for ra, _ in c.ring], bank))
+                values.append(_choose([ra.data for ra, _ in c.ring], bank))
             else:
-                values.append(_pick([rb.data for _, rb in c.ring], s0_1))
+                values.append(_choose([rb.data for _, rb in c.ring], s0_1))
         # Group g's samples: S0 + (starts in groups < g), and the next one after its start.
-        gst = _delay(m, r_gstarts, 1, "gstarts")
-        fb1 = _delay(m, r_fb, 1, "fb")
-        rep1 = _delay(m, replay, 1, "replay")
+        gst = delay_line(m, r_gstarts, 1, "gstarts")
+        fb1 = delay_line(m, r_fb, 1, "fb")
+        rep1 = delay_line(m, replay, 1, "replay")
         bank_a, bank_b = fb1[0], ~fb1[0]
         rank = 0
         for g in range(groups):
-            e_lo = _pick(values, rank) if g else values[0]
-            e_hi = _pick(values, rank + 1) if g else values[1]
+            e_lo = _choose(values, rank) if g else values[0]
+            e_hi = _choose(values, rank + 1) if g else values[1]
             for k in range(g * GROUP, (g + 1) * GROUP):
                 lane = self.lane[k]
                 mem = memory.Memory(shape=len(lane.f2) + aw + 3, depth=LANE_CAPACITY, init=[])
@@ -452,11 +453,11 @@ class Core2(wiring.Component):
                 w = mem.write_port()
                 r = mem.read_port(transparent_for=(w,))
                 m.d.comb += [w.en.eq(issue2), w.addr.eq(wp2),
-                             w.data.eq(Cat(lane.f2, _delay(m, seq.addr[k], 2,
+                             w.data.eq(Cat(lane.f2, delay_line(m, seq.addr[k], 2,
                                                            f"addr{k}"),
                                            valid2[k], second2[k], after2[k])),
                              r.addr.eq(rp_next[:aw])]
-                word = _delay(m, r.data, 1, f"replayed{k}")
+                word = delay_line(m, r.data, 1, f"replayed{k}")
                 fw = len(lane.f2)
                 f2, addr = word[:fw], word[fw:fw + aw]
                 valid, second, after = word[fw + aw], word[fw + aw + 1], word[fw + aw + 2]
@@ -523,30 +524,14 @@ class _Bag:
     """Signals shared by the core's parts."""
 
 
-def _delay(m, value, cycles, name):
-    for i in range(cycles):
-        d = Signal.like(value, name=f"{name}_d{i}")
-        m.d.sync += d.eq(value)
-        value = d
-    return value
-
-
-def _any(values):
+def _or_words(values):
+    """Bitwise OR of words (each a word or 0: a one-hot choice)."""
     out = 0
     for v in values:
         out = out | v
     return out
 
 
-def _pick(values, index):
-    out = values[0]
-    for i, v in enumerate(values[1:], 1):
-        out = Mux(index == i, v, out)
-    return out
-
-
-def _count(bits):
-    total = Const(0, 1)
-    for i in range(len(bits)):
-        total = total + bits[i]
-    return total
+def _choose(values, index):
+    """``values[index]``, ``index`` below ``len(values)``."""
+    return Array(values)[index]

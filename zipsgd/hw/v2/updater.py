@@ -21,13 +21,14 @@ threshold 0, no draws, no counts, no model writes): at the start of an epoch.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from zipsgd.spec.engine import DECAY_WIDTH, MODEL_STORAGE_WIDTH
 from zipsgd.spec.engine2 import FORWARD_WIDTH, PARTIAL_WIDTH, EngineParams2
 
+from ..arith import any_of, delay_line, popcount
 from ..core import UNUSED_COLLISION_ATTRIBUTE
 from .trees import FoldTree
 from .update import LATENCY as UNIT_LATENCY
@@ -131,15 +132,8 @@ class Updater(wiring.Component):
         m.d.comb += [fold.partials[k].eq(self.partials[k]) for k in range(lanes)]
         stage = 1 + fold.latency                  # cycles from issue to the units' inputs
 
-        def delayed(value, cycles, name):
-            for i in range(cycles):
-                d = Signal.like(value, name=f"{name}_d{i}")
-                m.d.sync += d.eq(value)
-                value = d
-            return value
-
-        in_valid = delayed(issuing, stage, "issue")
-        in_j0 = delayed(j0, stage, "j0")
+        in_valid = delay_line(m, issuing, stage, "issue")
+        in_j0 = delay_line(m, j0, stage, "j0")
         # The model words: read one cycle ahead of the sums.
         banks = []
         for b in range(units):
@@ -147,7 +141,7 @@ class Updater(wiring.Component):
                                 init=[], attrs=_MARK)
             m.submodules[f"model{b}"] = mem
             banks.append((mem.read_port(), mem.write_port()))
-        read_j0 = delayed(j0, stage - 1, "read_j0")
+        read_j0 = delay_line(m, j0, stage - 1, "read_j0")
         host_j = Signal(jw)
         m.d.comb += host_j.eq(self.host_addr + 1)
         for r, _ in banks:
@@ -155,7 +149,7 @@ class Updater(wiring.Component):
             m.d.comb += r.addr.eq(Mux(self.busy, read_j0 >> ushift, host_j >> ushift))
         host_bank = Signal(range(units))
         m.d.sync += host_bank.eq(host_j[:ushift] if ushift else 0)
-        m.d.comb += self.host_rdata.eq(_select([r.data for r, _ in banks], host_bank))
+        m.d.comb += self.host_rdata.eq(_choose([r.data for r, _ in banks], host_bank))
 
         # -- the units ---------------------------------------------------------------------
         gw = p.gradient_width
@@ -168,7 +162,7 @@ class Updater(wiring.Component):
             active = in_valid & Mux(wide, 1, u == 0) & (j <= self.n_features)
             label = j == 0
             narrow_bank = in_j0[:ushift] if ushift else 0
-            word = Mux(wide, banks[u][0].data, _select([r.data for r, _ in banks], narrow_bank))
+            word = Mux(wide, banks[u][0].data, _choose([r.data for r, _ in banks], narrow_bank))
             gradient = Mux(wide, fold.sums[u], fold.total)
             # Model word m = j - 1 takes generator (j - 1) mod U.
             gen = Signal(range(units), name=f"gen{u}")
@@ -180,24 +174,24 @@ class Updater(wiring.Component):
             m.d.comb += [
                 unit.valid.eq(active),
                 unit.gradient.eq(Mux(label | refresh, 0, gradient[:gw])),
-                unit.word.eq(word), unit.rand.eq(_select(list(self.gen_value), gen)),
+                unit.word.eq(word), unit.rand.eq(_choose(list(self.gen_value), gen)),
                 unit.update_shift.eq(self.update_shift), unit.forward_shift.eq(self.forward_shift),
                 unit.model_width.eq(self.model_width), unit.rounding.eq(self.rounding),
                 unit.decay.eq(Mux(refresh, 0, self.decay)),
                 unit.threshold.eq(Mux(refresh, 0, self.threshold)),
             ]
-            outs.append((unit, delayed(j, UNIT_LATENCY, f"out_j{u}")))
+            outs.append((unit, delay_line(m, j, UNIT_LATENCY, f"out_j{u}")))
         # After the last word: the generators whose last round had no word step once.
         # Generator i pads when 0 < n mod U <= i (equalities: no comparison is constant).
         n_mod = self.n_features[:ushift] if ushift else Const(0, 1)
-        pad_bits = Cat(*(_any_equal(n_mod, range(1, i + 1)) for i in range(units)))
+        pad_bits = Cat(*(any_of(n_mod == c for c in range(1, i + 1)) for i in range(units)))
         # (In the cycle after the last word's draw: the pad travels with the issue pipeline.)
-        pad_late = delayed(pad, stage, "pad")
+        pad_late = delay_line(m, pad, stage, "pad")
         m.d.comb += self.gen_step.eq(step_bits | Mux(pad_late, pad_bits, 0))
 
         # -- writes: the model (not in a refresh) and the forward operands ------------------
-        out_q = delayed(q, stage + UNIT_LATENCY, "out_q")
-        out_a = delayed(a, stage + UNIT_LATENCY, "out_a")
+        out_q = delay_line(m, q, stage + UNIT_LATENCY, "out_q")
+        out_a = delay_line(m, a, stage + UNIT_LATENCY, "out_a")
         out_valid = outs[0][0].out_valid
         m.d.comb += [self.xf_addr.eq(Cat(out_a, buffer)),
                      self.xf_we.eq(Mux(out_valid, lane_classes(m, lanes, units, self.g_log2,
@@ -224,31 +218,12 @@ class Updater(wiring.Component):
         with m.If(self.clear):
             m.d.sync += [self.model_saturations.eq(0), self.forward_saturations.eq(0)]
         with m.Elif(~refresh):
-            m.d.sync += [self.model_saturations.eq(self.model_saturations + _count(mclips)),
+            m.d.sync += [self.model_saturations.eq(self.model_saturations + popcount(mclips)),
                          self.forward_saturations.eq(self.forward_saturations
-                                                     + _count(fclips))]
+                                                     + popcount(fclips))]
         return m
 
 
-def _select(values, index):
-    """``values[index]`` (a mux; one value needs none)."""
-    if len(values) == 1:
-        return values[0]
-    out = values[0]
-    for i, v in enumerate(values[1:], 1):
-        out = Mux(index == i, v, out)
-    return out
-
-
-def _any_equal(value, constants):
-    out = Const(0, 1)
-    for c in constants:
-        out = out | (value == c)
-    return out
-
-
-def _count(bits):
-    total = 0
-    for i in range(len(bits)):
-        total = total + bits[i]
-    return total
+def _choose(values, index):
+    """``values[index]`` (no choice for one value)."""
+    return values[0] if len(values) == 1 else Array(values)[index]
