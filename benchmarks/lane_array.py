@@ -71,7 +71,6 @@ class LaneArray(wiring.Component):
                          lane.bwd_addr.eq(addr), lane.bwd_bank.eq(ctrl[61]),
                          lane.upd_addr.eq(ctrl[30:30 + aw]), lane.upd_bank.eq(~ctrl[61]),
                          lane.upd_enable.eq(ctrl[(k + 2) % 64]), lane.upd_both.eq(ctrl[63]),
-                         lane.bypass.eq(ctrl[62]),
                          lane.xf_we.eq(ctrl[k % 64]), lane.xf_addr.eq(ctrl[:aw + 1]),
                          lane.xf_data.eq(ctrl[:18]), lane.cb_we.eq(ctrl[(k + 1) % 64]),
                          lane.cb_addr.eq(ctrl[:11]), lane.cb_data.eq(ctrl[11:20]),

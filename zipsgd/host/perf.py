@@ -232,10 +232,10 @@ class EngineModel2:
     last version."""
 
     bus_width: int = 64
-    grad_latency: int = 17
-    occupancy: int = 24
-    update_latency: int = 26
-    refresh: int = 30
+    grad_latency: int = 24
+    occupancy: int = 25
+    update_latency: int = 27
+    refresh: int = 31
     epoch_end: int = 2
 
     def plan(self, n_features: int, layout: StreamLayout) -> tuple[int, int, float]:

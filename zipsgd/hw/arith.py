@@ -45,7 +45,11 @@ def saturate(value: Value, width: int) -> tuple[Value, Value]:
     """Clamp a signed ``value`` to ``width`` bits; returns ``(clamped, clipped)``.  ``width``
     is a Python int (a build-time width)."""
     lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
-    over, under = value > hi, value < lo
+    # Tests of the top bits (no carry chain): past hi when not negative with one of them set,
+    # below lo when negative without all of them set.
+    value = value.as_signed()
+    top = value[width - 1:]
+    over, under = ~top[-1] & top.any(), top[-1] & ~top.all()
     clamped = Mux(over, Const(hi, signed(width)), Mux(under, Const(lo, signed(width)),
                                                        value[:width].as_signed()))
     return clamped, over | under

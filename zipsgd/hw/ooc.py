@@ -17,7 +17,7 @@ constraint :func:`zipsgd.hw.synth.build_plan` raises to the target frequency in 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, ClockDomain, Const, Instance, Module, ResetInserter, Signal
+from amaranth.hdl import Cat, ClockDomain, Const, Instance, Module, ResetInserter, Signal, Value
 from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In
 
@@ -25,7 +25,7 @@ from ..spec.engine import OOC_FREQ_MHZ, EngineParams
 from .boards import ClockedTop
 from .top import ZipsgdEngine
 
-__all__ = ["EngineOocTop"]
+__all__ = ["BlockOocTop", "EngineOocTop", "registered_harness"]
 
 
 class _Lfsr(wiring.Component):
@@ -56,6 +56,35 @@ def xor_fold(m, bits) -> Signal:
     return level[0]
 
 
+def registered_harness(m: Module, platform, block: wiring.Component) -> None:
+    """Put ``block`` in ``m`` with every input driven by the LFSR chain and every output
+    registered and XOR-folded into one LED; the block's reset is one of the inputs, through a
+    global buffer as on the board tops (HARDWARE.md, "Host link")."""
+    m.submodules.clk_buf = clk = io.Buffer("i", platform.request(platform.default_clk,
+                                                                 dir="-"))
+    m.domains.sync = cd_sync = ClockDomain("sync", reset_less=True)
+    m.d.comb += cd_sync.clk.eq(clk.i)
+    inputs, outputs = [], []
+    for _path, member, value in block.signature.flatten(block):
+        (inputs if member.flow == In else outputs).append(Value.cast(value))
+    m.submodules.stimulus = stim = _Lfsr(sum(len(s) for s in inputs) + 8)
+    reset_source, block_reset = Signal(), Signal()
+    m.d.sync += reset_source.eq(stim.bits[-8:].all())
+    m.submodules.reset_buf = Instance("DCCA", i_CLKI=reset_source, i_CE=Const(1, 1),
+                                      o_CLKO=block_reset)
+    m.submodules.engine = ResetInserter(block_reset)(block)
+    offset = 0
+    for sig in inputs:
+        m.d.comb += sig.eq(stim.bits[offset:offset + len(sig)])
+        offset += len(sig)
+    observed = Signal(sum(len(s) for s in outputs))
+    m.d.sync += observed.eq(Cat(*outputs))
+    m.submodules.led_buf = led = io.Buffer("o", platform.request("led", 0, dir="-")
+                                           if "led" in _resource_names(platform)
+                                           else platform.request("rgb_led", 0, dir="-").r)
+    m.d.comb += led.o.eq(xor_fold(m, observed))
+
+
 class EngineOocTop(ClockedTop):
     """:class:`~zipsgd.hw.top.ZipsgdEngine` with registered, LFSR-driven inputs and
     XOR-folded outputs, clocked from the board's clock pin.
@@ -72,34 +101,28 @@ class EngineOocTop(ClockedTop):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.clk_buf = clk = io.Buffer("i", platform.request(platform.default_clk,
-                                                                     dir="-"))
-        m.domains.sync = cd_sync = ClockDomain("sync", reset_less=True)
-        m.d.comb += cd_sync.clk.eq(clk.i)
+        registered_harness(m, platform, ZipsgdEngine(self._params))
+        return m
 
-        engine = ZipsgdEngine(self._params)
-        inputs = [getattr(engine, n) for n, mb in engine.signature.members.items()
-                  if mb.flow == In]
-        outputs = [getattr(engine, n) for n, mb in engine.signature.members.items()
-                   if mb.flow != In]
-        m.submodules.stimulus = stim = _Lfsr(sum(len(s) for s in inputs) + 8)
-        # The engine's reset is an input like the others (kept, so its logic is counted), through
-        # a global buffer as on the board tops (HARDWARE.md, "Host link").
-        reset_source, engine_reset = Signal(), Signal()
-        m.d.sync += reset_source.eq(stim.bits[-8:].all())
-        m.submodules.reset_buf = Instance("DCCA", i_CLKI=reset_source, i_CE=Const(1, 1),
-                                          o_CLKO=engine_reset)
-        m.submodules.engine = ResetInserter(engine_reset)(engine)
-        offset = 0
-        for sig in inputs:
-            m.d.comb += sig.eq(stim.bits[offset:offset + len(sig)])
-            offset += len(sig)
-        observed = Signal(sum(len(s) for s in outputs))
-        m.d.sync += observed.eq(Cat(*outputs))
-        m.submodules.led_buf = led = io.Buffer("o", platform.request("led", 0, dir="-")
-                                               if "led" in _resource_names(platform)
-                                               else platform.request("rgb_led", 0, dir="-").r)
-        m.d.comb += led.o.eq(xor_fold(m, observed))
+
+class BlockOocTop(wiring.Component):
+    """Any component in the same harness, for one block's fmax and cost out of context.
+
+    Parameters
+    ----------
+    make_block : callable
+        Returns the component (called at elaboration, so that one top elaborates once).
+    freq_mhz : float
+        The target clock.
+    """
+
+    def __init__(self, make_block, *, freq_mhz: float = OOC_FREQ_MHZ):
+        self._make, self.freq_mhz = make_block, float(freq_mhz)
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        registered_harness(m, platform, self._make())
         return m
 
 

@@ -36,9 +36,10 @@ from ..spec.errors import ConfigError, ZipsgdError
 from .arith import REPLICA_ATTRIBUTE
 from .boards import BOARDS, EngineBoardTop, board_platform
 from .core import UNUSED_COLLISION_ATTRIBUTE
-from .ooc import EngineOocTop
+from .ooc import BlockOocTop, EngineOocTop
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoints",
+           "run_block", "critical_path",
            "format_table", "run_synth", "run_seed_sweep", "parse_seeds", "build_plan", "TOOLS",
            "LUT_MAPPING", "NEXTPNR_OPTIONS", "KEEP_REPLICAS", "UNDEFINED_COLLISIONS"]
 
@@ -201,6 +202,19 @@ def late_endpoints(report_json: dict, clocks: dict, top: int = LATE_GROUPS) -> l
             group["arrival_ns"] = max(group["arrival_ns"], round(arrival, 2))
             group["pins"] += 1
     return sorted(groups.values(), key=lambda g: -g["arrival_ns"])[:top]
+
+
+def critical_path(report_json: dict) -> list[dict]:
+    """The worst clock-to-clock path of a nextpnr report, source first: each step's
+    ``{"type", "from", "to", "delay_ns"}`` (``type`` is ``clk-to-q``, ``logic``, ``routing``
+    or ``setup``; ``from``/``to`` are ``cell.port``)."""
+    paths = [p for p in report_json.get("critical_paths", []) if p.get("path")]
+    if not paths:
+        return []
+    worst = max(paths, key=lambda p: sum(float(s["delay"]) for s in p["path"]))
+    return [{"type": s["type"], "from": f"{s['from']['cell']}.{s['from']['port']}",
+             "to": f"{s['to']['cell']}.{s['to']['port']}", "delay_ns": round(float(s["delay"]), 3)}
+            for s in worst["path"]]
 
 
 def format_table(summary: dict) -> str:
@@ -380,6 +394,49 @@ def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
     _write_summary(out, summary)
     if check_timing:
         _check_timing(summary, out)
+    return summary
+
+
+def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float = OOC_FREQ_MHZ,
+              seed: int | None = None) -> dict:
+    """Place and route one component alone in the out-of-context harness
+    (:class:`~zipsgd.hw.ooc.BlockOocTop`) into ``out_dir``; return the :func:`summarize`
+    result with its worst path (:func:`critical_path`), the seed and the build's seconds.
+
+    Raises
+    ------
+    ConfigError
+        Unknown board or a negative seed.
+    BuildError
+        A tool failed.
+    """
+    _validate(board, [seed])
+    use_yowasp()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    name = "top"
+    # (Without timing-driven rip-up: on a block that misses its clock the router would go on.)
+    options = NEXTPNR_OPTIONS.replace(" --tmg-ripup", "") + ("" if seed is None
+                                                              else f" --seed {seed}")
+    plan = board_platform(board).build(
+        BlockOocTop(make_block, freq_mhz=freq_mhz), name=name, do_build=False,
+        nextpnr_opts=options,
+        script_after_read=KEEP_REPLICAS + "\n" + UNDEFINED_COLLISIONS,
+        synth_opts=LUT_MAPPING["synth_opts"],
+        script_after_synth=LUT_MAPPING["script_after_synth"].format(name=name))
+    plan.files[f"{name}.lpf"] = _retarget_clock_pin(plan.files[f"{name}.lpf"], freq_mhz)
+    # (A block build makes no bitstream: nextpnr's report is the result.)
+    script = f"{plan.script}.sh"
+    plan.files[script] = "\n".join(line for line in plan.files[script].splitlines()
+                                    if not line.startswith('"$ECPPACK"'))
+    plan.extract(str(out))
+    _run_script(plan, out)
+    report = json.loads((out / "report.json").read_text())
+    summary = summarize(report)
+    summary.update({"critical_path": critical_path(report), "seed": seed,
+                    "freq_mhz": freq_mhz, "build_seconds": round(time.monotonic() - started, 1)})
+    _write_summary(out, summary)
     return summary
 
 

@@ -20,7 +20,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from zipsgd.golden.engine2 import GoldenEngine2
-from zipsgd.hw.v2.core import core_settings
+from zipsgd.hw.v2.core import MODEL_READ_LATENCY, core_settings
 from zipsgd.sim.core2_sim import level_table, random_fields, run_config
 from zipsgd.sim.runner import test_params
 from zipsgd.spec.engine2 import EngineParams2, lane_plan
@@ -100,7 +100,8 @@ async def _run(dut, params: EngineParams2, run: dict, report: list):
         words = []
         for m in range(cfg.n_features):
             dut.model_addr.value = m
-            await RisingEdge(dut.clk)
+            for _ in range(MODEL_READ_LATENCY):
+                await RisingEdge(dut.clk)
             await ReadOnly()
             value = int(dut.model_rdata.value)
             words.append(value - (1 << 32) if value >> 31 else value)

@@ -79,7 +79,8 @@ ROUNDINGS = ("stochastic", "half_even", "truncate")
 
 
 #: Feature counts of the sweep by bus width, quantized and raw32.  L = 32: n + 1 = 8, 16, 32
-#: divide the lanes (bypass); 9, 101, 301 odd (one feature per update cycle); 34 and 64 even
+#: divide the lanes (a lane sums into one word in every window), 64 = 2 L (every other
+#: window); 9, 101, 301 odd (one feature per update cycle); 34 and 64 even
 #: (two); 2, 4, 7 shorter than a group (a pass per sample).  L = 64 (U = 4, R = 8): 10 and 22
 #: even but not multiples of 4 (one feature per cycle).
 SWEEP_FEATURES = {

@@ -253,8 +253,7 @@ class LanePlan:
 
     ``positions`` fields per window (``L``, or ``L/4`` raw32 words); lane ``k`` holds the
     features ``j = k (mod 2**g_log2)`` at ``j >> g_log2`` (``wrap`` addresses); ``step`` is the
-    address increment per window; ``last_window``/``last_valid`` end the stream; ``bypass``
-    is set when ``(n + 1) | positions`` (a lane meets one feature in every window); ``short``
+    address increment per window; ``last_window``/``last_valid`` end the stream; ``short``
     when a quantized sample has fewer than :data:`MIN_SAMPLE_POSITIONS` fields (each pass then
     ends after one sample end).
     """
@@ -266,7 +265,6 @@ class LanePlan:
     step: int
     last_window: int
     last_valid: int
-    bypass: bool
     short: bool
     batch_positions: int
     batches: int
@@ -299,6 +297,6 @@ def lane_plan(config: RunConfig2, params: EngineParams2, samples: int,
         field_width=8 if raw else layout.field_width, positions=positions,
         g_log2=g.bit_length() - 1, wrap=wrap, step=(positions % fields) // g,
         last_window=last_window, last_valid=total - last_window * positions,
-        bypass=positions % fields == 0, short=not raw and fields < MIN_SAMPLE_POSITIONS,
+        short=not raw and fields < MIN_SAMPLE_POSITIONS,
         batch_positions=config.batch_size * fields,
         batches=-(-samples // config.batch_size), total=total)

@@ -9,7 +9,7 @@ import pytest
 from sim_support import simulate
 
 from zipsgd.golden.engine2 import GoldenEngine2
-from zipsgd.hw.v2.core import Core2, core_settings
+from zipsgd.hw.v2.core import MODEL_READ_LATENCY, Core2, core_settings
 from zipsgd.sim.core2_sim import random_fields, random_levels, run_config
 from zipsgd.spec.engine2 import EngineParams2, lane_plan
 from zipsgd.spec.stream import Encoding, pack_stream, uniform_levels
@@ -97,7 +97,7 @@ def run_epochs(cfg, epochs, samples, seed=3, gaps=0.2, model=None, per_feature=F
             words = []
             for m in range(cfg.n_features):
                 ctx.set(dut.model_addr, m)
-                await ctx.tick()
+                await ctx.tick().repeat(MODEL_READ_LATENCY)
                 words.append(ctx.get(dut.model_rdata))
             got.append((ctx.get(dut.samples), ctx.get(dut.updates), ctx.get(dut.loss_acc),
                         ctx.get(dut.loss_saturated), ctx.get(dut.residual_saturations),

@@ -4,10 +4,11 @@
 Data flow, for a *pass* (the lanes ``[lo, hi)`` of a window, issued in cycle ``c``):
 
 * ``c``: the gearbox's window and the sequencer's addresses reach the lanes;
-* ``c + 3``: the products reach the segmented sum (the labels, from the start lanes' levels);
-* ``c + 7``: each group closes at most one sample: dot product and label to its sample unit,
+* ``c + 4`` (``FORWARD_LATENCY``): the products reach the segmented sum (the labels, from the
+  start lanes' levels);
+* ``c + 8``: each group closes at most one sample: dot product and label to its sample unit,
   with the next output of residual generator ``s mod R``;
-* ``c + 12``: the scaled residual ``e`` of sample ``s`` is written into the residual ring;
+* ``c + 17``: the scaled residual ``e`` of sample ``s`` is written into the residual ring;
 * the lanes keep each field's second level and address in their *replay* memories; a pass is
   replayed (its gradient terms summed into the partials) once the residual of its last sample
   is in the ring;
@@ -42,22 +43,22 @@ from ..arith import delay_line, popcount
 from ..core import UNUSED_COLLISION_ATTRIBUTE
 from ..rng import XorshiftBank
 from .gearbox import FieldGearbox, beat_layout, raw_word
-from .lane import FORWARD_LATENCY, PRODUCT_WIDTH, TABLE_WIDTH, Lane
+from .lane import FORWARD_LATENCY, GRADIENT_LATENCY, PRODUCT_WIDTH, TABLE_WIDTH, Lane
 from .sample import LABEL_WIDTH, SampleUnit
 from .sample import LATENCY as SAMPLE_LATENCY
 from .sequencer import WindowSequencer
-from .trees import GROUP, SEGMENT_LATENCY, SegmentedSum
-from .updater import Updater
+from .trees import GROUP, SegmentedSum
+from .updater import MODEL_READ_LATENCY, Updater
 
-__all__ = ["Core2", "RING_DEPTH", "core_settings"]
+__all__ = ["Core2", "MODEL_READ_LATENCY", "RING_DEPTH", "core_settings"]
 
 _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
 #: Residuals a ring bank holds (sample ``s`` in bank ``s mod R``).
 RING_DEPTH = 32
-#: Cycles from a pass's issue to its residuals in the ring.
-_E_LATENCY = FORWARD_LATENCY + SEGMENT_LATENCY + SAMPLE_LATENCY + 1
 #: Cycles from a replay to its terms being in the partial memories.
-_REPLAY_LATENCY = 4
+_REPLAY_LATENCY = 1 + GRADIENT_LATENCY
+#: Cycles from an issue to the lanes' levels (``first``, ``second``, ``f2``).
+_LEVELS = FORWARD_LATENCY - 1
 
 
 def _settings(params: EngineParams2, aw: int) -> dict:
@@ -65,7 +66,7 @@ def _settings(params: EngineParams2, aw: int) -> dict:
     return {
         "field_width": In(4), "index_mask": In(8), "bit_select": In(8),
         "double_sampled": In(1),
-        "per_feature": In(1), "raw": In(1), "bypass": In(1), "short_samples": In(1),
+        "per_feature": In(1), "raw": In(1), "short_samples": In(1),
         "g_log2": In(3), "wrap": In(aw + 1), "step_addr": In(aw + 1),
         "last_window": In(32), "last_valid": In(8),
         "n_features": In(mw), "batch_positions": In(32), "batches": In(32), "exact": In(1),
@@ -84,7 +85,7 @@ def core_settings(config: RunConfig2, plan: LanePlan, per_feature: bool = False)
         "bit_select": (1 << (bits - 1)) if bits else 0,
         "double_sampled": int(config.encoding is Encoding.DOUBLE),
         "per_feature": int(per_feature),
-        "raw": int(raw), "bypass": int(plan.bypass), "short_samples": int(plan.short),
+        "raw": int(raw), "short_samples": int(plan.short),
         "g_log2": plan.g_log2, "wrap": plan.wrap,
         "step_addr": plan.step, "last_window": plan.last_window, "last_valid": plan.last_valid,
         "n_features": config.n_features, "batch_positions": plan.batch_positions,
@@ -269,7 +270,7 @@ class Core2(wiring.Component):
                 f.end[k].eq(seq.end[k] & f.valid[k]),
                 lane.index_mask.eq(self.index_mask), lane.bit_select.eq(self.bit_select),
                 lane.double.eq(self.double_sampled), lane.per_feature.eq(self.per_feature),
-                lane.raw.eq(self.raw), lane.bypass.eq(self.bypass),
+                lane.raw.eq(self.raw),
                 lane.fwd_valid.eq(f.valid[k]), lane.fwd_slot.eq(slots[k]),
                 lane.fwd_addr.eq(seq.addr[k]),
                 lane.buffer.eq(Mux(f.second[k], buf_b, buf_a)),
@@ -281,8 +282,8 @@ class Core2(wiring.Component):
             for k in range(g * GROUP, (g + 1) * GROUP):
                 seen = seen | f.start[k]
                 m.d.comb += f.after[k].eq(seen)
-        # Labels: the start lane's two levels (or raw word), two cycles after the issue.
-        start2 = delay_line(m, f.start, 2, "start")
+        # Labels: the start lane's two levels (or raw word), with the levels.
+        start2 = delay_line(m, f.start, _LEVELS, "start")
         labels = []
         for g in range(self.groups):
             group = range(g * GROUP, (g + 1) * GROUP)
@@ -394,13 +395,13 @@ class Core2(wiring.Component):
         iw = info.write_port()
         ir = info.read_port(transparent_for=(iw,))
         m.d.comb += [iw.en.eq(c.issue), iw.addr.eq(c.wp[:aw]), iw.data.eq(record)]
-        # Per lane: the field's second level, address, validity and selects.  Written two
-        # cycles after the issue (with the lane's levels).
-        wp2 = delay_line(m, c.wp[:aw], 2, "wp")
-        issue2 = delay_line(m, c.issue, 2, "issue_r")
-        valid2, second2, after2 = (delay_line(m, f.valid, 2, "valid"),
-                                   delay_line(m, f.second, 2, "second"),
-                                   delay_line(m, f.after, 2, "after"))
+        # Per lane: the field's second level, address, validity and selects.  Written with
+        # the lane's levels.
+        wp2 = delay_line(m, c.wp[:aw], _LEVELS, "wp")
+        issue2 = delay_line(m, c.issue, _LEVELS, "issue_r")
+        valid2, second2, after2 = (delay_line(m, f.valid, _LEVELS, "valid"),
+                                   delay_line(m, f.second, _LEVELS, "second"),
+                                   delay_line(m, f.after, _LEVELS, "after"))
         written = Signal(32)
         with m.If(self.start & ~self.busy):
             m.d.sync += written.eq(0)
@@ -453,7 +454,7 @@ class Core2(wiring.Component):
                 w = mem.write_port()
                 r = mem.read_port(transparent_for=(w,))
                 m.d.comb += [w.en.eq(issue2), w.addr.eq(wp2),
-                             w.data.eq(Cat(lane.f2, delay_line(m, seq.addr[k], 2,
+                             w.data.eq(Cat(lane.f2, delay_line(m, seq.addr[k], _LEVELS,
                                                            f"addr{k}"),
                                            valid2[k], second2[k], after2[k])),
                              r.addr.eq(rp_next[:aw])]

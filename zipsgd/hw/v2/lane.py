@@ -12,7 +12,8 @@ memories hold the data of the features that reach it, at the address the sequenc
   a batch's first term at a word adds to 0.
 
 A field that is not valid (``fwd_valid`` low) gives the product 0, so masked lanes add nothing
-to the segmented sum.
+to the segmented sum.  Every block-RAM read goes straight into a flip-flop (a DP16KD's clock
+to output takes most of a cycle: ``docs/HARDWARE.md``, "Engine v2: timing").
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from amaranth.lib.wiring import In, Out
 from zipsgd.spec.engine2 import FORWARD_WIDTH, PARTIAL_WIDTH, PRODUCT_LOG2, RESIDUAL_WIDTH
 from zipsgd.spec.stream import LEVEL_ONE
 
+from ..arith import any_of, limb_product
 from ..core import UNUSED_COLLISION_ATTRIBUTE
 from .gearbox import SLOT_WIDTH
 
 __all__ = ["Lane", "LEVEL_WIDTH", "TABLE_WIDTH", "TABLE_DEPTH", "TABLE_FEATURES",
-           "PRODUCT_WIDTH", "FORWARD_LATENCY"]
+           "PRODUCT_WIDTH", "FORWARD_LATENCY", "PARTIAL_LATENCY", "GRADIENT_LATENCY"]
 
 #: A level word ``<10, 8>`` in [-256, 256]; a table stores ``l_0 .. l_(2^b - 1)`` in
 #: [-256, 255] (9 bits): ``l_(2^b)`` is always +256.
@@ -40,7 +42,11 @@ TABLE_FEATURES = TABLE_DEPTH // 16
 #: ``F1 * x_f`` and ``e * F2``: |value| <= 2**25 (2**25 itself needs the 27th bit).
 PRODUCT_WIDTH = PRODUCT_LOG2 + 2
 #: Cycles from ``fwd`` to ``product`` (``first``, ``second`` one cycle earlier).
-FORWARD_LATENCY = 3
+FORWARD_LATENCY = 4
+#: Cycles from ``upd_addr`` to that word on ``partial``.
+PARTIAL_LATENCY = 2
+#: Cycles from ``bwd`` until its term is in the partial word (a read then gets it).
+GRADIENT_LATENCY = 6
 _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
 #: Write-enable granularity of a partial word (a DP16KD's byte of nine bits).
 _BYTE = 9
@@ -51,8 +57,8 @@ class Lane(wiring.Component):
 
     Settings (held while busy): ``index_mask`` = ``2**b - 1``, ``bit_select`` one-hot of ``b``
     (bit ``b - 1`` set), ``double``, ``per_feature`` (level tables per feature), ``raw`` (raw
-    lanes only: ``raw_word`` replaces F1 and F2), ``bypass`` (a lane may sum into one partial
-    word in consecutive cycles: the word being written is used instead of the stale read).
+    lanes only: ``raw_word`` replaces F1 and F2).  The gradient may sum into any word in any
+    cycle: a word still being written is forwarded instead of the stale read.
     ``buffer`` chooses the forward-operand buffer of each field.  ``f2`` is the field's second
     level (the raw word on raw lanes in raw mode), beside ``first``.
     """
@@ -63,7 +69,7 @@ class Lane(wiring.Component):
         aw = self.addr_width = (capacity - 1).bit_length()
         super().__init__({
             "index_mask": In(8), "bit_select": In(8), "double": In(1), "per_feature": In(1),
-            "buffer": In(1), "raw": In(1), "bypass": In(1),
+            "buffer": In(1), "raw": In(1),
             # The forward pass.
             "fwd_valid": In(1), "fwd_slot": In(SLOT_WIDTH), "fwd_addr": In(aw),
             "raw_word": In(signed(FORWARD_WIDTH)),
@@ -90,11 +96,11 @@ class Lane(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        self._forward(m)
-        self._gradient(m)
+        self._forward(m, platform)
+        self._gradient(m, platform)
         return m
 
-    def _forward(self, m):
+    def _forward(self, m, platform):
         slot = self.fwd_slot
         index = Signal(8)
         m.d.comb += index.eq(slot[:8] & self.index_mask)
@@ -118,31 +124,44 @@ class Lane(wiring.Component):
         m.d.comb += [xr.addr.eq(Cat(self.fwd_addr, self.buffer)),
                      xw.addr.eq(self.xf_addr), xw.en.eq(self.xf_we), xw.data.eq(self.xf_data)]
 
-        # Cycle 1: the memories answer; choose each sample's level.
+        # Cycle 1: the memories' words into flip-flops (an invalid field's operand is 0: the
+        # register's synchronous reset).
+        la1, lb1 = Signal(signed(TABLE_WIDTH)), Signal(signed(TABLE_WIDTH))
+        operand1 = Signal(signed(FORWARD_WIDTH))
         d_s1, d_s2, d_top, d_valid = Signal(), Signal(), Signal(), Signal()
         m.d.sync += [d_s1.eq(s1), d_s2.eq(s2), d_top.eq(top), d_valid.eq(self.fwd_valid)]
-        upper = Mux(d_top, LEVEL_ONE, lb.data)
-        m.d.sync += [self.first.eq(Mux(d_s1, upper, la.data)),
-                     self.second.eq(Mux(d_s2, upper, la.data))]
+        m.d.sync += [la1.eq(la.data), lb1.eq(lb.data), operand1.eq(Mux(d_valid, xr.data, 0))]
+        # Cycle 2: each sample's level.
+        s1_2, s2_2, top2 = Signal(), Signal(), Signal()
+        m.d.sync += [s1_2.eq(d_s1), s2_2.eq(d_s2), top2.eq(d_top)]
+        upper = Mux(top2, LEVEL_ONE, lb1)
         operand = Signal(signed(FORWARD_WIDTH))
-        v2 = Signal()
-        # An invalid field multiplies by 0 (a synchronous reset of the operand register).
-        m.d.sync += [operand.eq(Mux(d_valid, xr.data, 0)), v2.eq(d_valid)]
+        m.d.sync += [self.first.eq(Mux(s1_2, upper, la1)),
+                     self.second.eq(Mux(s2_2, upper, la1)), operand.eq(operand1)]
         if self.raw_lane:
-            # The raw word arrives with the slot: two registers put it beside ``first``.
-            raw1, raw2 = Signal(signed(FORWARD_WIDTH)), Signal(signed(FORWARD_WIDTH))
-            m.d.sync += [raw1.eq(self.raw_word), raw2.eq(raw1)]
-            f1 = Mux(self.raw, raw2, self.first)
-            m.d.comb += self.f2.eq(Mux(self.raw, raw2, self.second))
+            # The raw word arrives with the slot: registers put it beside ``first``; the
+            # multiplier's operand is chosen before its register (a DSP input waits for no
+            # look-up).
+            raw = self.raw_word
+            for i in range(2):
+                nxt = Signal(signed(FORWARD_WIDTH), name=f"raw{i + 1}")
+                m.d.sync += nxt.eq(raw)
+                raw = nxt
+            raw3 = Signal(signed(FORWARD_WIDTH))
+            f1 = Signal(signed(FORWARD_WIDTH))
+            m.d.sync += [raw3.eq(raw), f1.eq(Mux(self.raw, raw, Mux(s1_2, upper, la1)))]
+            m.d.comb += self.f2.eq(Mux(self.raw, raw3, self.second))
         else:
             f1 = self.first
             m.d.comb += self.f2.eq(self.second)
-        # Cycle 2: the product (one MULT18X18D); raw words carry 8 more fraction bits.
-        prod = Signal(signed(2 * FORWARD_WIDTH))
-        m.d.sync += [prod.eq(f1 * operand), self.product_valid.eq(v2)]
+        # Cycle 3: the product (one MULT18X18D, its output register); raw words carry 8 more
+        # fraction bits.
+        f1_18 = Signal(signed(FORWARD_WIDTH))
+        m.d.comb += f1_18.eq(f1)
+        prod = limb_product(m, f1_18, operand, "forward_product", platform)
         m.d.comb += self.product.eq(Mux(self.raw, prod >> 8, prod) if self.raw_lane else prod)
 
-    def _gradient(self, m):
+    def _gradient(self, m, platform):
         aw = self.addr_width
         banks = []
         for g in range(2):
@@ -152,41 +171,67 @@ class Lane(wiring.Component):
                                 attrs=_MARK)
             m.submodules[f"partials{g}"] = mem
             banks.append((mem.read_port(), mem.write_port(granularity=_BYTE)))
-        # Cycle 1: the operands (the multiplier's input registers) and the partial's read;
-        # cycle 2: the term (its output register) and the partial, summed and written.  A
-        # lane meets one feature in two consecutive windows only in bypass mode.
+        # A term's stages: 1, the operands (the multiplier's inputs) and the word's read;
+        # 2, the term (the multiplier's output register) and the word into flip-flops; 3, the
+        # word unless cleared, and the forwarded sum; 4, the sum into a register; 5, its
+        # write.  The sum of one of the four terms ahead was not yet written when this term's
+        # word was read: the latest such is used instead (HARDWARE.md, "Engine v2: timing").
         e, f2 = Signal(signed(RESIDUAL_WIDTH)), Signal.like(self.bwd_second)
         v1, addr1, bank1 = Signal(), Signal(aw), Signal()
         m.d.sync += [e.eq(self.bwd_e), f2.eq(self.bwd_second), v1.eq(self.bwd_valid),
                      addr1.eq(self.bwd_addr), bank1.eq(self.bwd_bank)]
-        product = Signal(signed(RESIDUAL_WIDTH + len(f2)))
-        v2, addr2, bank2 = Signal(), Signal(aw), Signal()
-        m.d.sync += [product.eq(e * f2), v2.eq(v1), addr2.eq(addr1), bank2.eq(bank1)]
-        term = Mux(self.raw, product >> 8, product) if self.raw_lane else product
-        new = Signal(signed(PARTIAL_WIDTH))
+        product = limb_product(m, e, f2, "gradient_product", platform)
+        stages = [(v1, addr1, bank1)]
+        for i in range(2, 7):
+            v, addr, bank = Signal(name=f"v{i}"), Signal(aw, name=f"addr{i}"), \
+                Signal(name=f"bank{i}")
+            m.d.sync += [v.eq(stages[-1][0]), addr.eq(stages[-1][1]), bank.eq(stages[-1][2])]
+            stages.append((v, addr, bank))
+        (_, addr2, bank2), (_, _, bank3), (v5, addr5, bank5) = stages[1], stages[2], stages[4]
+        # Stage 2 decides (one-hot, registered): the latest of the terms 1..4 ahead that sums
+        # into this word, or none (the read word of this bank).
+        hits = [v & (addr2 == addr) & (bank2 == bank) for v, addr, bank in stages[2:6]]
+        pick = Signal(5)
+        m.d.sync += pick.eq(Cat(*(hits[d] & ~any_of(hits[:d]) for d in range(4)),
+                                ~any_of(hits)))
+        term3, term4 = Signal(signed(len(product))), Signal(signed(len(product)))
+        m.d.sync += [term3.eq(Mux(self.raw, product >> 8, product) if self.raw_lane
+                              else product), term4.eq(term3)]
         # The update reads a word and clears it the next cycle (its bank's write port is free:
         # the gradient sums into the other bank), so every batch starts from zero words.
         upd_bank1, upd_enable1, upd_addr1, both1 = Signal(), Signal(), Signal(aw), Signal()
         m.d.sync += [upd_bank1.eq(self.upd_bank), upd_enable1.eq(self.upd_enable),
                      upd_addr1.eq(self.upd_addr), both1.eq(self.upd_both)]
         bytes_ = (PARTIAL_WIDTH + 1) // _BYTE
+        summed = Signal(signed(PARTIAL_WIDTH))       # stage 5: the sum being written
+        words = []
         for g, (r, w) in enumerate(banks):
-            summing = v2 & (bank2 == g)
+            summing = v5 & (bank5 == g)
             clearing = upd_enable1 & ((upd_bank1 == g) | both1)
             m.d.comb += [r.addr.eq(Mux(v1 & (bank1 == g), addr1, self.upd_addr)),
-                         w.addr.eq(Mux(summing, addr2, upd_addr1)),
+                         w.addr.eq(Mux(summing, addr5, upd_addr1)),
                          w.en.eq(Mux(summing, (1 << bytes_) - 1,
                                      Mux(clearing, 1 << (bytes_ - 1), 0))),
-                         w.data.eq(Cat(new, ~summing))]
-        word = Mux(bank2, banks[1][0].data, banks[0][0].data)
-        old = Mux(word[PARTIAL_WIDTH], 0, word[:PARTIAL_WIDTH].as_signed())
-        # Bypass mode: the word written last cycle, if this write goes to the same bank (the
-        # lane then holds one feature, so the address is the same too).
-        written, wrote, wrote_bank = Signal(signed(PARTIAL_WIDTH)), Signal(), Signal()
-        m.d.sync += [written.eq(new), wrote.eq(v2), wrote_bank.eq(bank2)]
-        forward = self.bypass & wrote & (wrote_bank == bank2)
-        m.d.comb += new.eq(Mux(forward, written, old) + term)
-        # The update's word: read with the address of the cycle before.
-        read = Mux(upd_bank1, banks[1][0].data, banks[0][0].data)
-        m.d.comb += self.partial.eq(Mux(upd_enable1 & ~read[PARTIAL_WIDTH],
+                         w.data.eq(Cat(summed, ~summing))]
+            word = Signal(PARTIAL_WIDTH + 1, name=f"word{g}")
+            m.d.sync += word.eq(r.data)
+            words.append(word)
+        # Stage 3: the read word (0 when cleared or forwarded) and the forwarded sum (0 when
+        # none), so that stage 4 chooses with one look-up per bit.
+        summed5, summed6 = Signal(signed(PARTIAL_WIDTH)), Signal(signed(PARTIAL_WIDTH))
+        m.d.sync += [summed5.eq(summed), summed6.eq(summed5)]
+        old, forwarded = Signal(PARTIAL_WIDTH), Signal(PARTIAL_WIDTH)
+        keep = [pick[4] & (bank3 == g) & ~words[g][PARTIAL_WIDTH] for g in range(2)]
+        m.d.sync += [old.eq(Mux(keep[0], words[0][:PARTIAL_WIDTH], 0)
+                            | Mux(keep[1], words[1][:PARTIAL_WIDTH], 0)),
+                     forwarded.eq(Mux(pick[1], summed, 0) | Mux(pick[2], summed5, 0)
+                                  | Mux(pick[3], summed6, 0))]
+        latest = Signal()
+        m.d.sync += latest.eq(pick[0])
+        m.d.sync += summed.eq(Mux(latest, summed, (old | forwarded).as_signed()) + term4)
+        # The update's word: read two cycles before.
+        upd_bank2, upd_enable2 = Signal(), Signal()
+        m.d.sync += [upd_bank2.eq(upd_bank1), upd_enable2.eq(upd_enable1)]
+        read = Mux(upd_bank2, words[1], words[0])
+        m.d.comb += self.partial.eq(Mux(upd_enable2 & ~read[PARTIAL_WIDTH],
                                         read[:PARTIAL_WIDTH].as_signed(), 0))

@@ -23,15 +23,15 @@ from zipsgd.spec.engine2 import (
 from zipsgd.spec.fixed import RAND_BITS, RoundingMode
 from zipsgd.spec.stream import QUANT_FEATURE_FRAC, QUANT_LABEL_FRAC
 
-from ..arith import Rounder, saturate
+from ..arith import Product, Rounder, delay_line, replicas, saturate
 
 __all__ = ["SampleUnit", "LABEL_WIDTH", "LATENCY"]
 
 #: A label word: quantized ``<11, 9>`` or raw ``<18, 16>``, sign-extended to 18 bits.
 LABEL_WIDTH = FORWARD_WIDTH
-#: Cycles from a sample's inputs to its outputs: the residual, the product and the three
-#: stages of ``e``'s rounding and clamp.
-LATENCY = 5
+#: Cycles from a sample's inputs to its outputs: the aligned label, the residual, then the
+#: loss's rounding (3), shift, clamp and square (1), beside ``e``'s product and rounding.
+LATENCY = 8
 #: Most a label is shifted right (raw labels with ``FL_f < 8``): ``16 - (8 + 1)``.
 _RIGHT = 7
 
@@ -58,52 +58,53 @@ class SampleUnit(wiring.Component):
         m = Module()
         dw = self.dot_width
         # Stage 1: the label at 8 + FL_f fraction bits: Y * 2**t with t = FL_f - 1 (quantized,
-        # 9 fraction bits) or FL_f - 8 (raw, 16), as (Y << (t + 7)) >> 7 (floor).
+        # 9 fraction bits) or FL_f - 8 (raw, 16), as (Y << (t + 7)) >> 7 (floor).  (The shift
+        # follows the settings a cycle late: they hold still while busy.)
         t7 = Signal(5)
         raw_t7 = self.forward_frac + _RIGHT + QUANT_FEATURE_FRAC - RAW_FEATURE_FRAC2
         quant_t7 = self.forward_frac + _RIGHT + QUANT_FEATURE_FRAC - QUANT_LABEL_FRAC
-        m.d.comb += t7.eq(Mux(self.raw, raw_t7, quant_t7))
-        aligned = Signal(signed(LABEL_WIDTH + 24))
-        m.d.comb += aligned.eq((self.label << t7) >> _RIGHT)
-        r = Signal(signed(dw + 1))
-        v1, rand1 = Signal(), Signal(RAND_BITS)
-        m.d.sync += [r.eq(self.dot - aligned), v1.eq(self.valid), rand1.eq(self.rand)]
-
-        # Stage 2: a * r (the step is unsigned), and the loss residual at LOSS_FRAC bits:
-        # FL_d - LOSS_FRAC = FL_f - 5, a left shift (exact) when negative.
-        product = Signal(signed(dw + 1 + STEP_WIDTH + 1))
-        v2, rand2 = Signal(), Signal(RAND_BITS)
-        m.d.sync += [product.eq(r * Cat(self.step, Const(0, 1)).as_signed()),
-                     v2.eq(v1), rand2.eq(rand1)]
+        m.d.sync += t7.eq(Mux(self.raw, raw_t7, quant_t7))
+        aligned, dot = Signal(signed(LABEL_WIDTH + 24)), Signal(signed(dw))
+        m.d.sync += [aligned.eq((self.label << t7) >> _RIGHT), dot.eq(self.dot)]
+        # Stage 2: the residual.
+        # (Two copies: one for e's product, one for the loss's rounding.)
+        residual = Signal(signed(dw + 1))
+        m.d.comb += residual.eq(dot - aligned)
+        r, r_loss = replicas(m, "r", residual, 2)
+        # e: a * r (the step is unsigned), then its rounding and clamp.
+        product = Product(m, r, Cat(self.step, Const(0, 1)).as_signed(), "residual_mul",
+                          platform)
+        rand = delay_line(m, self.rand, 2 + product.latency, "rand")
+        rounded, e_clip, e_latency = self._round_e(m, product.value, rand)
+        e_latency += product.latency
+        # The loss residual at LOSS_FRAC bits: FL_d - LOSS_FRAC = FL_f - 5, rounded half-even
+        # when positive, a left shift (exact) when negative; clamped, then squared.
         excess = LOSS_FRAC - QUANT_FEATURE_FRAC
         right = self.forward_frac >= excess
-        even = Rounder(m, Mux(right, self.forward_frac - excess, 0),
-                       Const(RoundingMode.HALF_EVEN, 2), 16, "loss")
+        # (Shifts from the settings are registers: a setting's arithmetic has its own cycle.)
+        loss_shift = Signal(5)
+        m.d.sync += loss_shift.eq(Mux(right, self.forward_frac - excess, 0))
+        even = Rounder(m, loss_shift, Const(RoundingMode.HALF_EVEN, 2), 16, "loss")
+        loss_r, round_latency = even.pipelined(m, r_loss, Const(0, RAND_BITS), "loss")
+        left = Signal(3)
+        m.d.sync += left.eq(Mux(right, 0, excess - self.forward_frac))
         narrowed = Signal(signed(dw + 2 + excess))
-        m.d.comb += narrowed.eq(even.apply(r, Const(0, RAND_BITS))
-                                << Mux(right, 0, excess - self.forward_frac)[:3])
+        m.d.sync += narrowed.eq(loss_r << left)
         clamped, clipped = saturate(narrowed, LOSS_WIDTH)
         loss_word, loss_clip = Signal(signed(LOSS_WIDTH)), Signal()
         m.d.sync += [loss_word.eq(clamped), loss_clip.eq(clipped)]
-        loss_sq, loss_clip3 = Signal(2 * LOSS_WIDTH), Signal()
-        m.d.sync += [loss_sq.eq(loss_word * loss_word), loss_clip3.eq(loss_clip)]
-
-        # Stages 3-5: e = sat_sym(round_m(a r, s)) from the 34-bit window of (a r) 2**(16-s):
-        # the floor's 18 bits and the 16 dropped bits below it (docs/HARDWARE.md, "Engine v2").
-        rounded, e_clip, latency = self._round_e(m, product, rand2)
-        assert 2 + latency == LATENCY
-        m.d.comb += [self.e.eq(rounded), self.e_clipped.eq(e_clip)]
-        # valid (from stage 2) and the loss term (from stage 3) travel beside the rounder.
-        valid, loss, lclip = v2, loss_sq, loss_clip3
-        for i in range(latency - 1):
-            nv = Signal(name=f"valid_d{i}")
-            m.d.sync += nv.eq(valid)
-            valid = nv
-            if i < latency - 2:
-                nl, nc = Signal.like(loss, name=f"loss_d{i}"), Signal(name=f"lclip_d{i}")
-                m.d.sync += [nl.eq(loss), nc.eq(lclip)]
-                loss, lclip = nl, nc
-        m.d.sync += [self.loss.eq(loss), self.loss_clipped.eq(lclip), self.out_valid.eq(valid)]
+        square = Product(m, loss_word, loss_word, "loss_square", platform)
+        loss_latency = round_latency + 2 + square.latency
+        assert 2 + max(e_latency, loss_latency) == LATENCY
+        # Each path waits for the longer one.
+        m.d.comb += [self.e.eq(delay_line(m, rounded, LATENCY - 2 - e_latency, "e")),
+                     self.e_clipped.eq(delay_line(m, e_clip, LATENCY - 2 - e_latency,
+                                                  "e_clip"))]
+        m.d.comb += [self.loss.eq(delay_line(m, square.value.as_unsigned(),
+                                             LATENCY - 2 - loss_latency, "loss")),
+                     self.loss_clipped.eq(delay_line(m, loss_clip,
+                                                     LATENCY - 2 - round_latency - 2, "lclip"))]
+        m.d.comb += self.out_valid.eq(delay_line(m, self.valid, LATENCY, "valid"))
         return m
 
     def _round_e(self, m, v, rand):
@@ -116,25 +117,32 @@ class SampleUnit(wiring.Component):
         are 0): its increment is the carry of ``t[:16] + rand``, the offset aligned to ``t``.
         """
         width = len(v)
-        shift, mode = self.residual_shift, self.rounding
+        mode = self.rounding
+        # The shift's own copies (a setting): the window's shifter's selects fan out widely.
+        shift = replicas(m, "e_shift", self.residual_shift, 1)[0]
         # Stage 3: the window, whether the floor fits 18 bits, the sticky bit; the masks follow
         # the (fixed) shift.
         t = Signal(RESIDUAL_WIDTH + RAND_BITS)
         fits, sticky, low_bits, negative = Signal(), Signal(), Signal(RAND_BITS), Signal()
-        # Masks of a fixed shift against constants (no adders): v's bits from s + 17 up, and
-        # its bits below s - 16.
-        above = Cat(*((shift <= k - (RESIDUAL_WIDTH - 1)) if k >= RESIDUAL_WIDTH - 1
-                      else Const(0, 1) for k in range(width - 1)))
+        # Masks of the (fixed) shift, registers (no comparator stands before a stage): v's
+        # bits from s + 17 up, its bits below s - 16, and the offset's bits that are used.
         limit = (1 << len(shift)) - 1
-        below = Cat(*((shift > k + RAND_BITS) if k + RAND_BITS < limit else Const(0, 1)
-                      for k in range(width - 1)))
+        above, below = Signal(width - 1, name="e_above"), Signal(width - 1, name="e_below")
+        offset_mask = Signal(RAND_BITS, name="e_offset_mask")
+        m.d.sync += [
+            above.eq(Cat(*((shift <= k - (RESIDUAL_WIDTH - 1)) if k >= RESIDUAL_WIDTH - 1
+                           else Const(0, 1) for k in range(width - 1)))),
+            below.eq(Cat(*((shift > k + RAND_BITS) if k + RAND_BITS < limit else Const(0, 1)
+                           for k in range(width - 1)))),
+            offset_mask.eq(Cat(*(shift >= RAND_BITS - k for k in range(RAND_BITS)))),
+        ]
         sign = v[-1]
         m.d.sync += [
             t.eq((Cat(Const(0, RAND_BITS), v).as_signed() >> shift)[:len(t)]),
             fits.eq(~((v[:-1] ^ sign.replicate(width - 1)) & above).any()),
             sticky.eq((v[:-1] & below).any()),
             # s < 16 drops fewer than 16 bits: the offset's low 16 - s bits are 0.
-            low_bits.eq(Cat(*(shift >= RAND_BITS - k for k in range(RAND_BITS))) & rand),
+            low_bits.eq(offset_mask & rand),
             negative.eq(sign),
         ]
         # Stage 4: the increment.
@@ -143,13 +151,17 @@ class SampleUnit(wiring.Component):
         carry = (dropped + low_bits)[RAND_BITS]          # the carry out of 16 bits
         inc = Signal()
         floor4, fits4, neg4 = Signal(signed(RESIDUAL_WIDTH)), Signal(), Signal()
+        # (An 18-bit floor plus 0 or 1 passes MAX only from MAX, and is below -MAX only at
+        # the floor's least value without an increment: tests of the floor, made here.)
+        at_max, at_min = Signal(), Signal()
         m.d.sync += [inc.eq(Mux(mode == RoundingMode.TRUNCATE, 0,
                                 Mux(mode == RoundingMode.HALF_EVEN, half, carry))),
-                     floor4.eq(floor), fits4.eq(fits), neg4.eq(negative)]
+                     floor4.eq(floor), fits4.eq(fits), neg4.eq(negative),
+                     at_max.eq(floor == RESIDUAL_MAX), at_min.eq(floor == -RESIDUAL_MAX - 1)]
         # Stage 5: floor + increment, clamped to [-MAX, MAX] (the whole floor when it fits).
         total = floor4 + inc
         e, clipped = Signal(signed(RESIDUAL_WIDTH)), Signal()
         limit = Mux(neg4, -RESIDUAL_MAX, RESIDUAL_MAX)
-        over = ~fits4 | (total > RESIDUAL_MAX) | (total < -RESIDUAL_MAX)
+        over = ~fits4 | (inc & at_max) | (~inc & at_min)
         m.d.sync += [e.eq(Mux(over, limit, total[:RESIDUAL_WIDTH])), clipped.eq(over)]
         return e, clipped, 3

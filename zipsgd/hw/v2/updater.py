@@ -30,13 +30,17 @@ from zipsgd.spec.engine2 import FORWARD_WIDTH, PARTIAL_WIDTH, EngineParams2
 
 from ..arith import any_of, delay_line, popcount
 from ..core import UNUSED_COLLISION_ATTRIBUTE
+from .lane import PARTIAL_LATENCY
 from .trees import FoldTree
 from .update import LATENCY as UNIT_LATENCY
 from .update import UpdateUnit
 
-__all__ = ["Updater", "lane_classes"]
+__all__ = ["Updater", "lane_classes", "MODEL_READ_LATENCY"]
 
 _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
+#: Cycles from ``host_addr`` to that word on ``host_rdata`` (a block RAM's read goes into a
+#: flip-flop first).
+MODEL_READ_LATENCY = 2
 
 
 def lane_classes(m, lanes: int, units: int, g_log2, raw, wide, q, name: str):
@@ -121,35 +125,36 @@ class Updater(wiring.Component):
                     m.d.sync += [issuing.eq(0), pad.eq(~refresh)]
         with m.If(pad):
             m.d.sync += pad.eq(0)
-        tail = 1 + (lanes - 1).bit_length() + UNIT_LATENCY + 2
+        tail = PARTIAL_LATENCY + (lanes - 1).bit_length() + UNIT_LATENCY + 2
         with m.If(issuing | pad):
             m.d.sync += draining.eq(tail)
         with m.Elif(draining != 0):
             m.d.sync += draining.eq(draining - 1)
 
-        # -- the sums: partials one cycle after the address, then the fold tree -------------
+        # -- the sums: partials PARTIAL_LATENCY cycles after the address, then the fold tree --
         m.submodules.fold = fold = FoldTree(lanes, units, PARTIAL_WIDTH)
         m.d.comb += [fold.partials[k].eq(self.partials[k]) for k in range(lanes)]
-        stage = 1 + fold.latency                  # cycles from issue to the units' inputs
+        stage = PARTIAL_LATENCY + fold.latency    # cycles from issue to the units' inputs
 
         in_valid = delay_line(m, issuing, stage, "issue")
         in_j0 = delay_line(m, j0, stage, "j0")
-        # The model words: read one cycle ahead of the sums.
+        # The model words: read two cycles ahead of the sums, into flip-flops.
         banks = []
         for b in range(units):
             mem = memory.Memory(shape=signed(MODEL_STORAGE_WIDTH), depth=self.bank_depth,
                                 init=[], attrs=_MARK)
             m.submodules[f"model{b}"] = mem
             banks.append((mem.read_port(), mem.write_port()))
-        read_j0 = delay_line(m, j0, stage - 1, "read_j0")
+        read_j0 = delay_line(m, j0, stage - MODEL_READ_LATENCY, "read_j0")
         host_j = Signal(jw)
         m.d.comb += host_j.eq(self.host_addr + 1)
         for r, _ in banks:
             # Wide: unit b's feature is j0 + b, in bank b at j0 / U; narrow: j0 in its bank.
             m.d.comb += r.addr.eq(Mux(self.busy, read_j0 >> ushift, host_j >> ushift))
-        host_bank = Signal(range(units))
-        m.d.sync += host_bank.eq(host_j[:ushift] if ushift else 0)
-        m.d.comb += self.host_rdata.eq(_choose([r.data for r, _ in banks], host_bank))
+        read = [delay_line(m, r.data, 1, f"model_word{b}") for b, (r, _) in enumerate(banks)]
+        host_bank = delay_line(m, host_j[:ushift] if ushift else Const(0, 1),
+                               MODEL_READ_LATENCY, "host_bank")
+        m.d.comb += self.host_rdata.eq(_choose(read, host_bank))
 
         # -- the units ---------------------------------------------------------------------
         gw = p.gradient_width
@@ -162,7 +167,7 @@ class Updater(wiring.Component):
             active = in_valid & Mux(wide, 1, u == 0) & (j <= self.n_features)
             label = j == 0
             narrow_bank = in_j0[:ushift] if ushift else 0
-            word = Mux(wide, banks[u][0].data, _choose([r.data for r, _ in banks], narrow_bank))
+            word = Mux(wide, read[u], _choose(read, narrow_bank))
             gradient = Mux(wide, fold.sums[u], fold.total)
             # Model word m = j - 1 takes generator (j - 1) mod U.
             gen = Signal(range(units), name=f"gen{u}")
