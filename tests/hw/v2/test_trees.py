@@ -14,43 +14,43 @@ from zipsgd.hw.v2.trees import GROUP, FoldTree, ReductionTree, SegmentedSum
 LANES = 32
 
 
-def windows(rng, count):
+def windows(rng, count, lanes=LANES):
     """Random windows of samples of 8..40 fields: products, starts, ends and labels."""
     out, left = [], rng.randrange(1, 20)
     for _ in range(count):
         products = [rng.choice([rng.randrange(-(1 << 25), (1 << 25) + 1), -(1 << 25), 1 << 25])
-                    for _ in range(LANES)]
-        starts, ends = [0] * LANES, [0] * LANES
-        labels = [0] * (LANES // GROUP)
-        for k in range(LANES):
+                    for _ in range(lanes)]
+        starts, ends = [0] * lanes, [0] * lanes
+        labels = [0] * (lanes // GROUP)
+        for k in range(lanes):
             left -= 1
             if left == 0:
                 ends[k] = 1
                 left = rng.choice([8, 8, 9, rng.randrange(8, 41)])
-                if k + 1 < LANES:
+                if k + 1 < lanes:
                     starts[k + 1] = 1
                     labels[(k + 1) // GROUP] = rng.randrange(-(1 << 17), 1 << 17)
         out.append([products, starts, ends, labels, 1])
     # Lane 0 of a window after an end starts a sample.
     for i in range(1, count):
-        if out[i - 1][2][LANES - 1]:
+        if out[i - 1][2][lanes - 1]:
             out[i][1][0] = 1
             out[i][3][0] = rng.randrange(-(1 << 17), 1 << 17)
     # Idle cycles between windows (valid low, inputs are noise).
     stream = []
     for w in out:
         while rng.random() < 0.15:
-            stream.append(([rng.randrange(1 << 20) for _ in range(LANES)], [0] * LANES,
-                           [0] * LANES, [0] * (LANES // GROUP), 0))
+            stream.append(([rng.randrange(1 << 20) for _ in range(lanes)], [0] * lanes,
+                           [0] * lanes, [0] * (lanes // GROUP), 0))
         stream.append(tuple(w))
     return stream
 
 
 def reference(stream):
     """Each end closes the sum of the products since the previous end, with the label of the
-    latest start (none before the first start: label 0)."""
+    latest start (none before the first start: label 0), tagged with its window's cycle."""
     sums, running, label = [], 0, 0
-    for products, starts, ends, labels, valid in stream:
+    for cycle, (products, starts, ends, labels, valid) in enumerate(stream):
         if not valid:
             continue
         for k, (p, s, e) in enumerate(zip(products, starts, ends, strict=True)):
@@ -58,21 +58,22 @@ def reference(stream):
                 label = labels[k // GROUP]
             running += p
             if e:
-                sums.append((running, label))
+                sums.append((cycle, running, label))
                 running = 0
     return sums
 
 
-def test_segmented_sum_closes_every_sample():
+@pytest.mark.parametrize("lanes", [LANES, 2 * LANES])
+def test_segmented_sum_closes_every_sample(lanes):
     rng = random.Random(17)
-    stream = windows(rng, 300)
-    dut = SegmentedSum(LANES, PRODUCT_WIDTH, 42)
+    stream = windows(rng, 300, lanes)
+    dut = SegmentedSum(lanes, PRODUCT_WIDTH, 42)
     closed = []
-    idle = ([0] * LANES, [0] * LANES, [0] * LANES, [0] * (LANES // GROUP), 0)
+    idle = ([0] * lanes, [0] * lanes, [0] * lanes, [0] * (lanes // GROUP), 0)
 
     async def bench(ctx):
-        for products, starts, ends, labels, valid in stream + [idle] * 8:
-            for k in range(LANES):
+        for cycle, (products, starts, ends, labels, valid) in enumerate(stream + [idle] * 12):
+            for k in range(lanes):
                 ctx.set(dut.products[k], products[k])
                 ctx.set(dut.starts[k], starts[k])
                 ctx.set(dut.ends[k], ends[k])
@@ -80,14 +81,15 @@ def test_segmented_sum_closes_every_sample():
                 ctx.set(dut.labels[g], label)
             ctx.set(dut.valid, valid)
             await ctx.tick()
-            for g in range(LANES // GROUP):
+            for g in range(lanes // GROUP):
                 if ctx.get(dut.closed_valid[g]):
-                    closed.append((ctx.get(dut.closed[g]), ctx.get(dut.closed_label[g])))
+                    closed.append((cycle + 1 - dut.latency, ctx.get(dut.closed[g]),
+                                   ctx.get(dut.closed_label[g])))
 
     simulate(dut, bench)
     want = reference(stream)
     assert len(closed) == len(want) > 100
-    assert closed == want
+    assert closed == want                      # each ``latency`` cycles after its window
 
 
 @pytest.mark.parametrize("classes", [1, 2, 4])

@@ -13,6 +13,8 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ..arith import REPLICA_ATTRIBUTE
+
 __all__ = ["WindowSequencer", "sequence_reference"]
 
 
@@ -65,35 +67,62 @@ class WindowSequencer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         lanes, aw = self.lanes, self.addr_width
-        window = Signal(self._window_width)
+        window_next = Signal(self._window_width)       # the window's number + 1
         settle = Signal(range(lanes + 1))
-        m.d.comb += self.ready.eq(settle == lanes)
+        ready = Signal()
+        m.d.comb += self.ready.eq(ready)
         final = Signal()
-        m.d.comb += [final.eq(window == self.last_window), self.final.eq(final)]
-        # One pair of adders per lane: a + step, and a + step - wrap (its sign is the wrap).
-        back = Signal(signed(aw + 2))
-        m.d.comb += back.eq(self.step - self.wrap)
-        for k in range(lanes):
-            raw_lane = k % 4 == 0
+        m.d.comb += self.final.eq(final)
+        move = Signal()
+        m.d.comb += move.eq(~ready | self.advance)
+        # Each group of eight lanes has its own registered copy of the constants its adders
+        # and zero tests use (one register would fan out to every lane): ready, a + step and
+        # a + step - wrap (its sign says whether the address wraps), and the next address is
+        # 0 when a + step is wrap (or 0, with step 0); while settling, a - wrap until below
+        # wrap, and 0 when a is wrap or 0.  Made from ``ready``'s next value, so never late.
+        ready_next = Signal()
+        m.d.comb += ready_next.eq(~self.restart & (ready | (settle == lanes - 1)))
+        copies = lanes // 8 + 1
+        consts = []
+        for c in range(copies):
+            inc = Signal(aw + 1, name=f"inc_dup{c}", attrs={REPLICA_ATTRIBUTE: 1})
+            dec = Signal(signed(aw + 2), name=f"dec_dup{c}", attrs={REPLICA_ATTRIBUTE: 1})
+            to_zero = Signal(aw + 1, name=f"to_zero_dup{c}", attrs={REPLICA_ATTRIBUTE: 1})
+            at_zero = Signal(name=f"at_zero_dup{c}", attrs={REPLICA_ATTRIBUTE: 1})
+            m.d.sync += [inc.eq(Mux(ready_next, self.step, 0)),
+                         dec.eq(Mux(ready_next, self.step - self.wrap, -self.wrap)),
+                         to_zero.eq(Mux(ready_next, self.wrap - self.step, self.wrap)),
+                         at_zero.eq(Mux(ready_next, self.step == 0, 1))]
+            consts.append((inc, dec, to_zero, at_zero))
+        # Lanes 0..L-1, and lane L (the next window's lane 0, for the last lane's ``end``).
+        # Each keeps its address and whether it is 0, both registered.
+        zero = []
+        for k in range(lanes + 1):
+            inc, dec, to_zero, at_zero = consts[min(k // 8, copies - 1)]
             a = Signal(aw + 1, name=f"a{k}")
+            z = Signal(name=f"z{k}")
             ahead = Signal(aw + 2, name=f"ahead{k}")
             wrapped = Signal(signed(aw + 3), name=f"wrapped{k}")
-            m.d.comb += [ahead.eq(a + Mux(self.ready, self.step, 0)),
-                         wrapped.eq(a + Mux(self.ready, back, -self.wrap))]
-            nxt = Mux(wrapped[-1], ahead, wrapped[:aw + 1])
+            m.d.comb += [ahead.eq(a + inc), wrapped.eq(a + dec)]
+            nxt = Signal(aw + 1, name=f"next{k}")
+            m.d.comb += nxt.eq(Mux(wrapped[-1], ahead, wrapped[:aw + 1]))
+            next_zero = (a == to_zero) | ((a == 0) & at_zero)
             position = Mux(self.raw, k // 4, k)          # the lane's position in the window
+            first = Signal(aw + 1, name=f"first{k}")
+            m.d.comb += first.eq(position >> self.g_log2)
             with m.If(self.restart):
-                m.d.sync += a.eq(position >> self.g_log2)
-            with m.Elif(~self.ready | self.advance):
-                m.d.sync += a.eq(nxt)
+                m.d.sync += [a.eq(first), z.eq(first == 0)]
+            with m.Elif(move):
+                m.d.sync += [a.eq(nxt), z.eq(next_zero)]
+            zero.append(z)
+            if k == lanes:
+                break
             cls = position & ((1 << self.g_log2) - 1)
-            used = 1 if raw_lane else ~self.raw
-            m.d.comb += [self.addr[k].eq(a), self.start[k].eq((a == 0) & (cls == 0) & used),
+            used = 1 if k % 4 == 0 else ~self.raw
+            m.d.comb += [self.addr[k].eq(a), self.start[k].eq(z & (cls == 0) & used),
                          self.valid[k].eq((~final | (position < self.last_valid)) & used)]
-            if k == 0:
-                # Lane 0 of the next window starts a sample: the window's last position ends one.
-                next_start = Signal()
-                m.d.comb += next_start.eq(nxt == 0)
+        # Lane L is position L (L/4 raw), a multiple of g: its zero starts the next window.
+        next_start = zero[lanes]
         for k in range(lanes):
             quant_end = self.start[k + 1] if k + 1 < lanes else next_start
             if k % 4:
@@ -102,9 +131,12 @@ class WindowSequencer(wiring.Component):
                 raw_end = self.start[k + 4] if k + 4 < lanes else next_start
                 m.d.comb += self.end[k].eq(Mux(self.raw, raw_end, quant_end))
         with m.If(self.restart):
-            m.d.sync += [settle.eq(0), window.eq(0)]
-        with m.Elif(~self.ready):
+            m.d.sync += [settle.eq(0), window_next.eq(1),
+                         final.eq(self.last_window == 0)]
+        with m.Elif(~ready):
             m.d.sync += settle.eq(settle + 1)
         with m.Elif(self.advance):
-            m.d.sync += window.eq(window + 1)
+            m.d.sync += [window_next.eq(window_next + 1),
+                         final.eq(window_next == self.last_window)]
+        m.d.sync += ready.eq(ready_next)
         return m

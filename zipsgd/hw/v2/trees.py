@@ -9,16 +9,16 @@ v2: sums").  A sample closes with its last field, so nothing waits for the next 
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["GROUP", "SEGMENT_LATENCY", "SegmentedSum", "ReductionTree", "FoldTree", "tree_sum"]
+from ..arith import delay_line
+
+__all__ = ["GROUP", "SegmentedSum", "ReductionTree", "FoldTree", "tree_sum"]
 
 #: Lanes per group: samples of at least this many slots put at most one start in a group.
 GROUP = 8
-#: Cycles from a window's products to its closed samples.
-SEGMENT_LATENCY = 4
 
 
 def tree_sum(m, values, name: str, *, register_every: int = 1):
@@ -50,13 +50,15 @@ class SegmentedSum(wiring.Component):
     ``closed_label[g]``, valid with ``closed_valid[g]``) is the sum of the products from the
     sample's start to group ``g``'s end: the part of the group up to its end is a sum of at
     most three aligned sub-blocks of the group's own adder tree (or the whole group), chosen by
-    the end's position.  Outputs are those of the inputs :data:`SEGMENT_LATENCY` cycles
-    earlier; ``valid`` low leaves the running sums alone.
+    the end's position.  Outputs are those of the inputs ``latency`` cycles earlier
+    (``6 + log2(groups)``: three in the groups, the offsets' scan, the offsets, the latest end's
+    offset, the close); ``valid`` low leaves the running sums alone.
     """
 
     def __init__(self, lanes: int, product_width: int, dot_width: int, label_width: int = 18):
         self.lanes, self.dot_width, self.product_width = lanes, dot_width, product_width
         groups = lanes // GROUP
+        self.latency = 6 + (groups - 1).bit_length()
         super().__init__({
             "products": In(signed(product_width)).array(lanes),
             "starts": In(1).array(lanes),
@@ -75,36 +77,34 @@ class SegmentedSum(wiring.Component):
         p = [self.products[g * GROUP + i] for i in range(GROUP)]
         ends = [self.ends[g * GROUP + i] for i in range(GROUP)]
         starts = [self.starts[g * GROUP + i] for i in range(GROUP)]
-        epos, spos = Signal(3, name=f"epos{g}"), Signal(3, name=f"spos{g}")
-        for i in range(GROUP):
-            with m.If(ends[i]):
-                m.d.comb += epos.eq(i)
-            with m.If(starts[i]):
-                m.d.comb += spos.eq(i)
+        # The part up to and including the end: the first ``q = end + 1`` products, chosen
+        # by one-hot tests of the end's lane (a group holds at most one end): an odd ``q``
+        # takes the single product at the end; ``q`` in 2-3 (6-7) a pair sum; ``q`` >= 4
+        # the first quarter; ``q`` = 8 the whole.
         has, has_start = Signal(name=f"has{g}"), Signal(name=f"has_start{g}")
-        m.d.comb += [has.eq(Cat(*ends).any()), has_start.eq(Cat(*starts).any())]
-        # The part up to and including the end: the first ``q = end + 1`` products.
-        q = Signal(3, name=f"q{g}")
-        whole = Signal(name=f"whole{g}")
-        m.d.comb += [q.eq(epos + 1), whole.eq(epos == GROUP - 1)]
-        flags = Cat(has, has_start, has_start & has & (spos < epos), whole)
+        same = Signal(name=f"same{g}")             # a start before the end
+        m.d.comb += [has.eq(Cat(*ends).any()), has_start.eq(Cat(*starts).any()),
+                     same.eq(Cat(*(ends[i] & Cat(*starts[:i]).any()
+                                   for i in range(1, GROUP))).any())]
+        whole = ends[GROUP - 1]
+        flags = Cat(has, has_start, same, whole)
+        choice = Cat(ends[1] | ends[2], ends[5] | ends[6], Cat(*ends[3:7]).any())
         # Cycle 1: pair sums, and the odd single product before q (p[q-1], q odd).
         pairs = [Signal(signed(pw + 1), name=f"g{g}_pair{i}") for i in range(4)]
         single = Signal(signed(pw), name=f"g{g}_single")
-        q1, flags1 = Signal(3, name=f"g{g}_q1"), Signal(4, name=f"g{g}_flags1")
+        q1, flags1 = Signal(3, name=f"g{g}_choice1"), Signal(4, name=f"g{g}_flags1")
         label1 = Signal.like(self.labels[g], name=f"g{g}_label1")
         m.d.sync += [pairs[i].eq(p[2 * i] + p[2 * i + 1]) for i in range(4)]
-        m.d.sync += [single.eq(Mux(q[0], Array(p[0::2])[q[1:]], 0)), q1.eq(q),
+        m.d.sync += [single.eq(_pick(Cat(*ends[0::2]), p[0::2])), q1.eq(choice),
                      flags1.eq(flags), label1.eq(self.labels[g])]
-        # Cycle 2: quarter sums and the pieces before q.
+        # Cycle 2: quarter sums and the pieces before q below a quarter (a pair and a single).
         quads = [Signal(signed(pw + 2), name=f"g{g}_quad{i}") for i in range(2)]
-        pick = Signal(signed(pw + 2), name=f"g{g}_pick")
-        single2 = Signal(signed(pw), name=f"g{g}_single2")
-        q2, flags2 = Signal(3, name=f"g{g}_q2"), Signal(4, name=f"g{g}_flags2")
+        piece = Signal(signed(pw + 2), name=f"g{g}_piece")
+        q2, flags2 = Signal(3, name=f"g{g}_choice2"), Signal(4, name=f"g{g}_flags2")
         label2 = Signal.like(label1, name=f"g{g}_label2")
         m.d.sync += [quads[0].eq(pairs[0] + pairs[1]), quads[1].eq(pairs[2] + pairs[3]),
-                     pick.eq(Mux(q1[1], Mux(q1[2], pairs[2], pairs[0]), 0)),
-                     single2.eq(single), q2.eq(q1), flags2.eq(flags1), label2.eq(label1)]
+                     piece.eq(_pick(q1[:2], [pairs[0], pairs[2]]) + single),
+                     q2.eq(q1), flags2.eq(flags1), label2.eq(label1)]
         # Cycle 3: the total and the part up to the end.
         total = Signal(signed(pw + 3), name=f"g{g}_total")
         before = Signal(signed(pw + 3), name=f"g{g}_before")
@@ -112,51 +112,94 @@ class SegmentedSum(wiring.Component):
         label3 = Signal.like(label1, name=f"g{g}_label3")
         full = quads[0] + quads[1]
         m.d.sync += [total.eq(full),
-                     before.eq(Mux(flags2[3], full,
-                                   Mux(q2[2], quads[0], 0) + pick + single2)),
+                     before.eq(Mux(flags2[3], full, Mux(q2[2], quads[0], 0) + piece)),
                      flags3.eq(flags2), label3.eq(label2)]
         return total, before, flags3, label3
 
     def elaborate(self, platform):
         m = Module()
         groups = self.lanes // GROUP
-        dw = self.dot_width
         parts = [self._group(m, g) for g in range(groups)]
-        valid = self.valid
-        for i in range(3):
-            nxt = Signal(name=f"valid_d{i}")
-            m.d.sync += nxt.eq(valid)
-            valid = nxt
-        # Offsets from the window's start: ``at[g]`` = sum of the window through group g's end.
-        # A sample closed at group g began after the previous end in this window (a narrow
-        # difference) or before the window (``open_sum`` carries it); its label is that of the
-        # latest start before its end (``open_label`` carries it across windows).
+        valid = delay_line(m, self.valid, 3, "valid")
+        # Window offsets: the inclusive prefix sums of the groups' totals, one register per
+        # level of a Kogge-Stone scan (no chain of adders across the groups).
         ww = self.product_width + 3 + (groups - 1).bit_length() + 1
-        open_sum = Signal(signed(dw))
+        prefix = [total for total, *_ in parts]
+        levels = (groups - 1).bit_length()
+        for level in range(levels):
+            d = 1 << level
+            nxt = [Signal(signed(ww), name=f"prefix{level}_{g}") for g in range(groups)]
+            m.d.sync += [nxt[g].eq(prefix[g] + prefix[g - d] if g >= d else prefix[g])
+                         for g in range(groups)]
+            prefix = nxt
+        before = [delay_line(m, b, levels, f"before{g}") for g, (_, b, _, _) in enumerate(parts)]
+        flags = [delay_line(m, f, levels, f"flags{g}") for g, (_, _, f, _) in enumerate(parts)]
+        glabels = [delay_line(m, x, levels, f"glabel{g}") for g, (*_, x) in enumerate(parts)]
+        valid = delay_line(m, valid, levels, "valid_p")
+        has = [f[0] for f in flags]
+        has_start = [f[1] for f in flags]
+        # ``at[g]``: the window's sum through group g's end.  ``sel[g]``: one-hot, the latest
+        # group before g with an end (``g = groups``: the window's last end); ``lsel`` the
+        # same for starts.  All registered, so the next stage is one AND-OR per bit.
+        at = [Signal(signed(ww), name=f"at{g}") for g in range(groups)]
+        window = Signal(signed(ww))
+        m.d.sync += [at[g].eq((prefix[g - 1] if g else 0) + before[g]) for g in range(groups)]
+        m.d.sync += window.eq(prefix[-1])
+        sel = [_latest(m, has, g, f"sel{g}") for g in range(groups + 1)]
+        lsel = [_latest(m, has_start, g, f"lsel{g}") for g in range(groups + 1)]
+        flags, glabels = _delayed(m, flags, 1, "flags_a"), _delayed(m, glabels, 1, "glabel_a")
+        valid = delay_line(m, valid, 1, "valid_a")
+        # The latest end's offset (``prev``) and the latest start's label before each group.
+        prev = [Signal(signed(ww), name=f"prev{g}") for g in range(groups + 1)]
+        label = [Signal.like(self.labels[0], name=f"label_before{g}") for g in range(groups + 1)]
+        for g in range(groups + 1):
+            m.d.sync += [prev[g].eq(_pick(sel[g], at)), label[g].eq(_pick(lsel[g], glabels))]
+        pin = [Signal(name=f"pin{g}") for g in range(groups + 1)]
+        lpin = [Signal(name=f"lpin{g}") for g in range(groups + 1)]
+        m.d.sync += [pin[g].eq(sel[g].any()) for g in range(groups + 1)]
+        m.d.sync += [lpin[g].eq(lsel[g].any()) for g in range(groups + 1)]
+        at, window = _delayed(m, at, 1, "at_b"), delay_line(m, window, 1, "window_b")
+        flags, glabels = _delayed(m, flags, 1, "flags_b"), _delayed(m, glabels, 1, "glabel_b")
+        valid = delay_line(m, valid, 1, "valid_b")
+        # Close: a sample that began in this window is a difference of offsets; one that began
+        # before it adds ``open_sum``, the sum since the last end (carried across windows).
+        open_sum = Signal(signed(self.dot_width))
         open_label = Signal.like(self.labels[0])
-        offset = 0
-        prev, prev_in_window = Signal(signed(ww), name="prev_none"), 0
-        label = open_label
-        for g, (total, before, flags, glabel) in enumerate(parts):
-            has, has_start, same = flags[0], flags[1], flags[2]
-            at = Signal(signed(ww), name=f"at{g}")
-            m.d.comb += at.eq(offset + before)
-            base = Mux(prev_in_window, -prev, open_sum) if g else open_sum
-            m.d.sync += [self.closed[g].eq(at + base), self.closed_valid[g].eq(valid & has),
-                         self.closed_label[g].eq(Mux(same, glabel, label))]
-            p2 = Signal(signed(ww), name=f"prev{g}")
-            m.d.comb += p2.eq(Mux(has, at, prev))
-            prev, prev_in_window = p2, has | prev_in_window
-            nxt = Signal(signed(ww), name=f"off{g}")
-            m.d.comb += nxt.eq(offset + total)
-            offset = nxt
-            l2 = Signal.like(open_label, name=f"label_after{g}")
-            m.d.comb += l2.eq(Mux(has_start, glabel, label))
-            label = l2
+        for g in range(groups):
+            m.d.sync += [
+                self.closed[g].eq(Mux(pin[g], at[g] - prev[g], at[g] + open_sum)),
+                self.closed_label[g].eq(Mux(flags[g][2], glabels[g],
+                                            Mux(lpin[g], label[g], open_label))),
+                self.closed_valid[g].eq(valid & flags[g][0]),
+            ]
         with m.If(valid):
-            m.d.sync += [open_sum.eq(Mux(prev_in_window, offset - prev, open_sum + offset)),
-                         open_label.eq(label)]
+            m.d.sync += [open_sum.eq(Mux(pin[groups], window - prev[groups], open_sum + window)),
+                         open_label.eq(Mux(lpin[groups], label[groups], open_label))]
         return m
+
+
+def _latest(m, flags, before: int, name: str):
+    """Registered one-hot choice of the latest ``flags[h]`` set with ``h < before``."""
+    if not before:
+        return Const(0, 1)
+    sel = Signal(before, name=name)
+    later = Const(0, 1)
+    for h in reversed(range(before)):
+        m.d.sync += sel[h].eq(flags[h] & ~later)
+        later = later | flags[h]
+    return sel
+
+
+def _pick(sel, values):
+    """AND-OR of ``values`` under the one-hot ``sel`` (0 when none is chosen)."""
+    out = 0
+    for h in range(len(sel)):
+        out = out | Mux(sel[h], values[h], 0)
+    return out
+
+
+def _delayed(m, values, cycles: int, name: str):
+    return [delay_line(m, v, cycles, f"{name}{i}") for i, v in enumerate(values)]
 
 
 class ReductionTree(wiring.Component):

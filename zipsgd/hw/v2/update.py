@@ -14,13 +14,13 @@ from zipsgd.spec.engine import DECAY_FRAC, DECAY_WIDTH, MODEL_STORAGE_WIDTH
 from zipsgd.spec.engine2 import FORWARD_WIDTH
 from zipsgd.spec.fixed import RAND_BITS, RoundingMode
 
-from ..arith import Rounder, format_limits, saturate, saturate_runtime
+from ..arith import Product, Rounder, format_limits, saturate, saturate_runtime
 
 __all__ = ["UpdateUnit", "LATENCY"]
 
-#: Cycles from the inputs to the outputs: gradient step (3), saturation, decay product,
-#: decay rounding (2), threshold, forward operand (3) and its clamp.
-LATENCY = 13
+#: Cycles from the inputs to the outputs: gradient step (3), difference, saturation, decay
+#: product (2), decay rounding (2), difference, threshold, forward operand (3) and its clamp.
+LATENCY = 15
 _MAX_UPDATE_SHIFT = 40
 _MAX_FORWARD_SHIFT = 30
 
@@ -45,14 +45,12 @@ class UpdateUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         mw = MODEL_STORAGE_WIDTH
-        delays = []
 
         def delay(value, cycles, name):
             for i in range(cycles):
                 nxt = Signal.like(value, name=f"{name}_d{i}")
                 m.d.sync += nxt.eq(value)
                 value = nxt
-            delays.append(name)
             return value
 
         # 1. step = round_m(G, update_shift) (low random bits).
@@ -63,18 +61,26 @@ class UpdateUnit(wiring.Component):
         step, lat1 = step_rounder.pipelined(m, g, self.rand[:RAND_BITS], "step")
         word1 = delay(self.word, lat1, "word")
         high1 = delay(self.rand[RAND_BITS:], lat1, "rand_high")
-        # 2. x1 = sat_WLm(x - step).
+        # 2. x1 = sat_WLm(x - step): the difference, then the clamp (the limits are registers:
+        # the format is a setting).
         hi, lo = format_limits(m, self.model_width, mw, "model")
-        x1, clipped = saturate_runtime(word1 - step, hi, lo, mw)
+        hi_r, lo_r = Signal.like(hi), Signal.like(lo)
+        m.d.sync += [hi_r.eq(hi), lo_r.eq(lo)]
+        # (A step past mw + 2 bits takes any word beyond every format, and so does its clamp
+        # to mw + 2 bits: the difference's carry chain stays short.)
+        diff = Signal(signed(mw + 3))
+        m.d.sync += diff.eq(word1 - saturate(step, mw + 2)[0])
+        x1, clipped = saturate_runtime(diff, hi_r, lo_r, mw)
         x1r, clip_r = Signal(signed(mw)), Signal()
         m.d.sync += [x1r.eq(x1), clip_r.eq(clipped)]
-        high2 = delay(high1, 1, "rand_high2")
+        high2 = delay(high1, 2, "rand_high2")
         # 3. x2 = x1 - round_m(eta x1, 24) (high random bits); eta < 1, so |x2| <= |x1|.
-        product = Signal(signed(mw + DECAY_WIDTH + 1))
-        m.d.sync += product.eq(x1r * Cat(self.decay, Const(0, 1)).as_signed())
-        x1p, high3 = delay(x1r, 1, "x1"), delay(high2, 1, "rand_high3")
+        eta = Signal(signed(DECAY_WIDTH + 1))
+        m.d.sync += eta.eq(Cat(self.decay, Const(0, 1)).as_signed())
+        product = Product(m, x1r, eta, "decay_mul", platform)
+        x1p, high3 = delay(x1r, product.latency, "x1"), delay(high2, product.latency, "rand_high3")
         decay_rounder = Rounder(m, DECAY_FRAC, self.rounding, DECAY_FRAC, "decay")
-        decay, lat3 = decay_rounder.pipelined(m, product, high3, "decay")
+        decay, lat3 = decay_rounder.pipelined(m, product.value, high3, "decay")
         x1q = delay(x1p, lat3, "x1q")
         x2 = Signal(signed(mw + 1))
         m.d.sync += x2.eq(x1q - decay)
@@ -91,10 +97,11 @@ class UpdateUnit(wiring.Component):
         rounded, lat5 = fwd_rounder.pipelined(m, wide, Const(0, RAND_BITS), "fwd")
         forward, fclip = saturate(rounded, FORWARD_WIDTH)
         x3d = delay(x3, lat5, "x3")
-        valid = delay(self.valid, lat1 + 1 + 1 + lat3 + 1 + 1 + lat5, "valid")
-        mclip = delay(clip_r, 1 + lat3 + 1 + 1 + lat5, "mclip")
+        middle = product.latency + lat3 + 1 + 1
+        valid = delay(self.valid, lat1 + 2 + middle + lat5, "valid")
+        mclip = delay(clip_r, middle + lat5, "mclip")
         m.d.sync += [self.new_word.eq(x3d), self.forward.eq(forward),
                      self.forward_clipped.eq(fclip), self.model_clipped.eq(mclip),
                      self.out_valid.eq(valid)]
-        assert lat1 + 1 + 1 + lat3 + 1 + 1 + lat5 + 1 == LATENCY, (lat1, lat3, lat5)
+        assert lat1 + 2 + middle + lat5 + 1 == LATENCY, (lat1, product.latency, lat3, lat5)
         return m

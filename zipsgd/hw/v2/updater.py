@@ -38,9 +38,12 @@ from .update import UpdateUnit
 __all__ = ["Updater", "lane_classes", "MODEL_READ_LATENCY"]
 
 _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
-#: Cycles from ``host_addr`` to that word on ``host_rdata`` (a block RAM's read goes into a
-#: flip-flop first).
-MODEL_READ_LATENCY = 2
+#: Cycles from ``host_addr`` to that word on ``host_rdata``: a block RAM's read goes into a
+#: flip-flop, then the piece's word is chosen into another.
+MODEL_READ_LATENCY = 3
+#: Model words a piece of a bank holds: one DP16KD (512 x 36).
+_PIECE_BITS = 9
+_PIECE = 1 << _PIECE_BITS
 
 
 def lane_classes(m, lanes: int, units: int, g_log2, raw, wide, q, name: str):
@@ -94,13 +97,17 @@ class Updater(wiring.Component):
         lanes, units = p.lanes, p.update_units
         ushift = (units - 1).bit_length()
         jw = len(self.n_features) + 1
+        # Settings' arithmetic is registered (settings hold while busy; ``start`` comes at
+        # least a cycle after they are written).
         g = Signal(range(lanes + 1))
-        m.d.comb += g.eq(Const(1, 7) << self.g_log2)
         wide = Signal()
+        subs = Signal(range(lanes + 1))           # cycles per address
+        last_a = Signal.like(self.wrap)
+        m.d.sync += [g.eq(Const(1, 7) << self.g_log2), last_a.eq(self.wrap - 1)]
         # Raw32 words sit on every fourth lane, all in one fold class: one feature per cycle.
-        m.d.comb += wide.eq((g >= units) & ~self.raw)
+        m.d.sync += wide.eq((g >= units) & ~self.raw)
+        m.d.comb += subs.eq(Mux(wide, g >> ushift, g))
         per = Mux(wide, units, 1)                 # features per cycle
-        subs = Mux(wide, g >> ushift, g)          # cycles per address
 
         # -- issue: (a, q) and the first feature j0 = a g + q * per -------------------------
         issuing, a, q, j0 = Signal(), Signal.like(self.upd_addr), Signal(range(lanes + 1)), \
@@ -108,90 +115,115 @@ class Updater(wiring.Component):
         draining = Signal(range(64))
         pad = Signal()
         refresh, bank, buffer = Signal(), Signal(), Signal()
+        busy = Signal()
         # A refresh clears both partial memories (the update clears each word it reads).
         classes = lane_classes(m, lanes, units, self.g_log2, self.raw, wide, q, "read_classes")
-        m.d.comb += [self.busy.eq(issuing | pad | (draining != 0)), self.upd_addr.eq(a),
+        m.d.comb += [self.busy.eq(busy), self.upd_addr.eq(a),
                      self.upd_bank.eq(bank), self.upd_both.eq(refresh),
                      self.upd_enable.eq(Mux(issuing, classes, 0))]
-        with m.If(self.start & ~self.busy):
-            m.d.sync += [issuing.eq(1), a.eq(0), q.eq(0), j0.eq(0), refresh.eq(self.refresh),
-                         bank.eq(self.bank), buffer.eq(self.buffer)]
+        with m.If(self.start & ~busy):
+            m.d.sync += [issuing.eq(1), busy.eq(1), a.eq(0), q.eq(0), j0.eq(0),
+                         refresh.eq(self.refresh), bank.eq(self.bank), buffer.eq(self.buffer)]
         with m.Elif(issuing):
             last_q = q + 1 == subs
             m.d.sync += [j0.eq(j0 + per), q.eq(Mux(last_q, 0, q + 1))]
             with m.If(last_q):
                 m.d.sync += a.eq(a + 1)
-                with m.If(a + 1 == self.wrap):
+                with m.If(a == last_a):
                     m.d.sync += [issuing.eq(0), pad.eq(~refresh)]
         with m.If(pad):
             m.d.sync += pad.eq(0)
-        tail = PARTIAL_LATENCY + (lanes - 1).bit_length() + UNIT_LATENCY + 2
+        tail = PARTIAL_LATENCY + (lanes - 1).bit_length() + 1 + UNIT_LATENCY + 2
         with m.If(issuing | pad):
             m.d.sync += draining.eq(tail)
         with m.Elif(draining != 0):
             m.d.sync += draining.eq(draining - 1)
+        with m.If(busy & ~issuing & ~pad & (draining == 1)):
+            m.d.sync += busy.eq(0)
 
         # -- the sums: partials PARTIAL_LATENCY cycles after the address, then the fold tree --
         m.submodules.fold = fold = FoldTree(lanes, units, PARTIAL_WIDTH)
         m.d.comb += [fold.partials[k].eq(self.partials[k]) for k in range(lanes)]
-        stage = PARTIAL_LATENCY + fold.latency    # cycles from issue to the units' inputs
+        select = PARTIAL_LATENCY + fold.latency   # cycles from issue to the fold tree's sums
+        stage = select + 1                        # ... and to the units' input registers
 
-        in_valid = delay_line(m, issuing, stage, "issue")
         in_j0 = delay_line(m, j0, stage, "j0")
-        # The model words: read two cycles ahead of the sums, into flip-flops.
-        banks = []
-        for b in range(units):
-            mem = memory.Memory(shape=signed(MODEL_STORAGE_WIDTH), depth=self.bank_depth,
-                                init=[], attrs=_MARK)
-            m.submodules[f"model{b}"] = mem
-            banks.append((mem.read_port(), mem.write_port()))
-        read_j0 = delay_line(m, j0, stage - MODEL_READ_LATENCY, "read_j0")
+        # The model words, read MODEL_READ_LATENCY cycles ahead of the sums: each bank is
+        # pieces of one block RAM's depth, each read into its own flip-flops, then the
+        # piece's word is chosen into another register (no look-up after a block RAM).
+        read_j0 = delay_line(m, j0, select - MODEL_READ_LATENCY, "read_j0")
         host_j = Signal(jw)
         m.d.comb += host_j.eq(self.host_addr + 1)
-        for r, _ in banks:
-            # Wide: unit b's feature is j0 + b, in bank b at j0 / U; narrow: j0 in its bank.
-            m.d.comb += r.addr.eq(Mux(self.busy, read_j0 >> ushift, host_j >> ushift))
-        read = [delay_line(m, r.data, 1, f"model_word{b}") for b, (r, _) in enumerate(banks)]
+        # Wide: unit b's feature is j0 + b, in bank b at j0 / U; narrow: j0 in its bank.
+        read_addr = Signal(jw)
+        m.d.comb += read_addr.eq(Mux(busy, read_j0 >> ushift, host_j >> ushift))
+        banks, read = [], []
+        pieces = -(-self.bank_depth // _PIECE)
+        for b in range(units):
+            ports = []
+            for i in range(pieces):
+                depth = min(_PIECE, self.bank_depth - i * _PIECE)
+                mem = memory.Memory(shape=signed(MODEL_STORAGE_WIDTH), depth=depth, init=[],
+                                    attrs=_MARK)
+                m.submodules[f"model{b}_{i}"] = mem
+                r, w = mem.read_port(), mem.write_port()
+                m.d.comb += r.addr.eq(read_addr[:_PIECE_BITS])
+                ports.append((r, w, delay_line(m, r.data, 1, f"model_word{b}_{i}")))
+            piece = delay_line(m, read_addr[_PIECE_BITS:], 2, f"read_piece{b}")
+            word = Signal(signed(MODEL_STORAGE_WIDTH), name=f"model_word{b}")
+            m.d.sync += word.eq(_choose([x for _, _, x in ports], piece))
+            banks.append(ports)
+            read.append(word)
         host_bank = delay_line(m, host_j[:ushift] if ushift else Const(0, 1),
                                MODEL_READ_LATENCY, "host_bank")
         m.d.comb += self.host_rdata.eq(_choose(read, host_bank))
 
         # -- the units ---------------------------------------------------------------------
+        # Each unit's feature j = j0 + u, whether it is one to update, the label, and its
+        # generator are decided at issue and travel with it; the gradient, word and random
+        # bits are chosen into the unit's input registers.
         gw = p.gradient_width
         outs = []
         step_bits = Signal(units)
+        sel_bank = delay_line(m, j0[:ushift] if ushift else Const(0, 1), select, "sel_bank")
         for u in range(units):
             unit = m.submodules[f"unit{u}"] = UpdateUnit(gw)
             j = Signal(jw, name=f"j{u}")
-            m.d.comb += j.eq(in_j0 + u)
-            active = in_valid & Mux(wide, 1, u == 0) & (j <= self.n_features)
-            label = j == 0
-            narrow_bank = in_j0[:ushift] if ushift else 0
-            word = Mux(wide, read[u], _choose(read, narrow_bank))
-            gradient = Mux(wide, fold.sums[u], fold.total)
+            m.d.comb += j.eq(j0 + u)
+            flags = Signal(2 + max(1, ushift), name=f"flags{u}")
             # Model word m = j - 1 takes generator (j - 1) mod U.
-            gen = Signal(range(units), name=f"gen{u}")
-            m.d.comb += gen.eq((j - 1)[:ushift] if ushift else 0)
+            m.d.sync += flags.eq(Cat(issuing & Mux(wide, 1, u == 0) & (j <= self.n_features),
+                                     j == 0, (j - 1)[:ushift] if ushift else Const(0, 1)))
+            late = delay_line(m, flags, select - 1, f"unit_flags{u}")   # (beside the sums)
+            active, label, gen = late[0], late[1], late[2:2 + max(1, ushift)]
             draw = active & ~label & ~refresh
             for i in range(units):
                 with m.If(draw & (gen == i)):
                     m.d.comb += step_bits[i].eq(1)
+            gradient = Mux(wide, fold.sums[u], fold.total)
+            word = Mux(wide, read[u], _choose(read, sel_bank))
+            in_gradient = Signal(signed(gw), name=f"in_gradient{u}")
+            in_word = Signal(signed(MODEL_STORAGE_WIDTH), name=f"in_word{u}")
+            in_rand = Signal(32, name=f"in_rand{u}")
+            in_active = Signal(name=f"in_active{u}")
+            m.d.sync += [in_gradient.eq(Mux(label | refresh, 0, gradient[:gw])),
+                         in_word.eq(word), in_rand.eq(_choose(list(self.gen_value), gen)),
+                         in_active.eq(active)]
             m.d.comb += [
-                unit.valid.eq(active),
-                unit.gradient.eq(Mux(label | refresh, 0, gradient[:gw])),
-                unit.word.eq(word), unit.rand.eq(_choose(list(self.gen_value), gen)),
+                unit.valid.eq(in_active),
+                unit.gradient.eq(in_gradient), unit.word.eq(in_word), unit.rand.eq(in_rand),
                 unit.update_shift.eq(self.update_shift), unit.forward_shift.eq(self.forward_shift),
                 unit.model_width.eq(self.model_width), unit.rounding.eq(self.rounding),
                 unit.decay.eq(Mux(refresh, 0, self.decay)),
                 unit.threshold.eq(Mux(refresh, 0, self.threshold)),
             ]
-            outs.append((unit, delay_line(m, j, UNIT_LATENCY, f"out_j{u}")))
+            outs.append((unit, delay_line(m, in_j0 + u, UNIT_LATENCY, f"out_j{u}")))
         # After the last word: the generators whose last round had no word step once.
         # Generator i pads when 0 < n mod U <= i (equalities: no comparison is constant).
         n_mod = self.n_features[:ushift] if ushift else Const(0, 1)
         pad_bits = Cat(*(any_of(n_mod == c for c in range(1, i + 1)) for i in range(units)))
         # (In the cycle after the last word's draw: the pad travels with the issue pipeline.)
-        pad_late = delay_line(m, pad, stage, "pad")
+        pad_late = delay_line(m, pad, select, "pad")
         m.d.comb += self.gen_step.eq(step_bits | Mux(pad_late, pad_bits, 0))
 
         # -- writes: the model (not in a refresh) and the forward operands ------------------
@@ -205,18 +237,16 @@ class Updater(wiring.Component):
         for u, (unit, _) in enumerate(outs):
             m.d.comb += self.xf_data[u].eq(Mux(wide, unit.forward, outs[0][0].forward))
         out_j0 = outs[0][1]
-        for b, (_, w) in enumerate(banks):
+        for b, ports in enumerate(banks):
             unit, j = outs[b]
             here = (out_j0[:ushift] == b) if ushift else 1
-            m.d.comb += [
-                w.en.eq(Mux(self.busy, ~refresh & Mux(wide, unit.out_valid,
-                                                      out_valid & here),
-                            self.host_we & ((host_j[:ushift] == b) if ushift else 1))),
-                w.addr.eq(Mux(self.busy, Mux(wide, j >> ushift, out_j0 >> ushift),
-                              host_j >> ushift)),
-                w.data.eq(Mux(self.busy, Mux(wide, unit.new_word, outs[0][0].new_word),
-                              self.host_wdata)),
-            ]
+            enable = Mux(busy, ~refresh & Mux(wide, unit.out_valid, out_valid & here),
+                         self.host_we & ((host_j[:ushift] == b) if ushift else 1))
+            addr = Mux(busy, Mux(wide, j >> ushift, out_j0 >> ushift), host_j >> ushift)
+            data = Mux(busy, Mux(wide, unit.new_word, outs[0][0].new_word), self.host_wdata)
+            for i, (_, w, _) in enumerate(ports):
+                m.d.comb += [w.en.eq(enable & (addr[_PIECE_BITS:] == i)),
+                             w.addr.eq(addr[:_PIECE_BITS]), w.data.eq(data)]
         # Counts: a word that saturated (not in a refresh; the label word never does).
         mclips = Cat(*(unit.out_valid & unit.model_clipped for unit, _ in outs))
         fclips = Cat(*(unit.out_valid & unit.forward_clipped for unit, _ in outs))
