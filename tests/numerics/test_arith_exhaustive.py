@@ -20,8 +20,9 @@ exact equality.  What is enumerated:
   89-bit product, shift up to 64; decay: constant shift 24, 57-bit product): a third (half for
   the decay) of the same stratified values, at the shifts listed in the test.
 * ``saturate`` (every build-time width 1..10 on every 10-bit value, and width 32 at its corners)
-  and ``saturate_runtime`` with ``format_top`` (every run-time width 1..8 on every 10-bit value,
-  every width 2..32 of the engine's 32-bit formats at +-max, min and their neighbours).
+  and ``saturate_runtime`` and ``saturate_format`` with ``format_limits`` (every run-time width
+  1..8 on every 10-bit value, every width 2..32 of the engine's 32-bit formats at +-max, min
+  and their neighbours).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from zipsgd.hw.arith import (
     format_top,
     less_than,
     saturate,
+    saturate_format,
     saturate_runtime,
     shift_left_bounded,
 )
@@ -451,29 +453,32 @@ def test_saturate_engine_loss_width():
     assert got == spec_saturate(cases, 32)
 
 
-def runtime_saturate_bench(value_width: int, max_width: int) -> LaneBench:
+def runtime_saturate_bench(value_width: int, max_width: int,
+                           clamp=saturate_runtime) -> LaneBench:
     holder = {}
 
     def build(m, controls, value):
         if "limits" not in holder:
             holder["limits"] = format_limits(m, controls["width"], max_width, "format")
-        return saturate_runtime(value, *holder["limits"], max_width)
+        return clamp(value, *holder["limits"], max_width)
 
     return LaneBench(build, [value_width], [max_width, 2], {"width": 6})
 
 
-def test_saturate_runtime_every_10bit_value():
+@pytest.mark.parametrize("clamp", [saturate_runtime, saturate_format])
+def test_saturate_runtime_every_10bit_value(clamp):
     """Every run-time width 1..8 of an 8-bit format, every 10-bit value."""
-    bench = runtime_saturate_bench(10, 8)
+    bench = runtime_saturate_bench(10, 8, clamp)
     results = bench.run([({"width": w}, ALL_WORD10) for w in range(1, 9)])
     for width, got in zip(range(1, 9), results, strict=True):
         assert got == spec_saturate(ALL_WORD10, width), width
 
 
-def test_saturate_runtime_engine_formats():
+@pytest.mark.parametrize("clamp", [saturate_runtime, saturate_format])
+def test_saturate_runtime_engine_formats(clamp):
     """The engine's model and gradient formats: every width 2..32 (6-bit register) from a
     41-bit value, at each width's +-max, min and neighbours."""
-    bench = runtime_saturate_bench(41, 32)
+    bench = runtime_saturate_bench(41, 32, clamp)
     rng = random.Random(41)
     jobs = [({"width": w}, corner_values(w, 41, rng)) for w in range(2, 33)]
     for (controls, cases), got in zip(jobs, bench.run(jobs), strict=True):

@@ -232,10 +232,10 @@ class EngineModel2:
     last version."""
 
     bus_width: int = 64
-    grad_latency: int = 24
-    occupancy: int = 25
-    update_latency: int = 27
-    refresh: int = 31
+    grad_latency: int = 28
+    occupancy: int = 28
+    update_latency: int = 30
+    refresh: int = 34
     epoch_end: int = 2
 
     def plan(self, n_features: int, layout: StreamLayout) -> tuple[int, int, float]:

@@ -16,9 +16,9 @@ from amaranth.hdl import Cat, ClockSignal, Const, Instance, Mux, Signal, Value, 
 
 from ..spec.fixed import RAND_BITS, RoundingMode
 
-__all__ = ["saturate", "saturate_runtime", "format_top", "format_limits", "shift_left_bounded",
-           "Rounder", "Product", "rotate", "popcount", "any_of", "replicas", "less_than",
-           "REPLICA_ATTRIBUTE"]
+__all__ = ["saturate", "saturate_runtime", "saturate_format", "format_top", "format_limits",
+           "shift_left_bounded", "Rounder", "Product", "rotate", "popcount", "any_of",
+           "replicas", "less_than", "REPLICA_ATTRIBUTE"]
 
 #: The wire attribute that marks the registers made by :func:`replicas`; the synthesis script
 #: keeps the flip-flops that drive such wires (``zipsgd/hw/synth.py``, ``KEEP_REPLICAS``), which
@@ -114,6 +114,21 @@ def saturate_runtime(value: Value, hi: Value, lo: Value, max_width: int) -> tupl
     (:func:`format_limits`); returns ``(clamped, clipped)``, ``clamped`` ``max_width`` bits."""
     v = value.as_signed()
     over, under = v > hi, v < lo
+    clamped = Mux(over, hi, Mux(under, lo, v))
+    return clamped[:max_width].as_signed(), over | under
+
+
+def saturate_format(value: Value, hi: Value, lo: Value, max_width: int) -> tuple[Value, Value]:
+    """:func:`saturate_runtime` for the limits of a run-time format (:func:`format_limits`:
+    ``hi`` is ones below bit ``w - 1``, ``lo`` its complement), by tests of the bits from
+    ``w - 1`` up instead of comparisons: past ``hi`` when not negative with one of them set,
+    below ``lo`` when negative without all of them set (an AND and a wide OR, no carry
+    chain)."""
+    v = value.as_signed()
+    bits = v.as_unsigned()
+    top = ~Cat(hi.as_unsigned(), Const(0, max(0, len(v) - len(hi))))[:len(v)]
+    over = ~v[-1] & (bits & top).any()
+    under = v[-1] & (~bits & top).any()
     clamped = Mux(over, hi, Mux(under, lo, v))
     return clamped[:max_width].as_signed(), over | under
 

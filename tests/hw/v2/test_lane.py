@@ -72,12 +72,13 @@ def test_lane_against_model(raw, seed):
             bank = setting % 2
             expect_levels, expect_fwd, expect_upd = {}, {}, {}
             last_upd = None
+            fwd = False
             for cycle in range(200):
+                ctx.set(dut.fwd_valid, int(fwd))      # (the previous field's: a cycle late)
                 fwd = rng.random() < 0.8
                 addr = rng.randrange(CAPACITY)
                 slot = rng.randrange(1 << 10)
                 raw_word = rng.randrange(-(1 << 16), (1 << 16) + 1)
-                ctx.set(dut.fwd_valid, int(fwd))
                 ctx.set(dut.fwd_slot, slot)
                 ctx.set(dut.fwd_addr, addr)
                 ctx.set(dut.raw_word, raw_word)

@@ -6,9 +6,10 @@ Data flow, for a *pass* (the lanes ``[lo, hi)`` of a window, issued in cycle ``c
 * ``c``: the gearbox's window and the sequencer's addresses reach the lanes;
 * ``c + 4`` (``FORWARD_LATENCY``): the products reach the segmented sum (the labels, from the
   start lanes' levels);
-* ``c + 8``: each group closes at most one sample: dot product and label to its sample unit,
-  with the next output of residual generator ``s mod R``;
-* ``c + 17``: the scaled residual ``e`` of sample ``s`` is written into the residual ring;
+* ``c + 12`` (``+ 13`` at W = 128: the segmented sum's ``latency``): each group closes at
+  most one sample: dot product and label to its sample unit, with the next output of residual
+  generator ``s mod R``;
+* ``c + 21``: the scaled residual ``e`` of sample ``s`` is written into the residual ring;
 * the lanes keep each field's second level and address in their *replay* memories; a pass is
   replayed (its gradient terms summed into the partials) once the residual of its last sample
   is in the ring;
@@ -261,6 +262,8 @@ class Core2(wiring.Component):
         f.start = Signal(lanes)
         f.end = Signal(lanes)
         buf_a, buf_b = c.need(c.fb)[0], c.need(c.fb + 1)[0]
+        # (A lane takes its field's validity a cycle after the field: from a register here.)
+        valid1 = delay_line(m, f.valid, 1, "fwd_valid")
         for k, lane in enumerate(self.lane):
             pos = Mux(self.raw, k // 4, k)
             m.d.comb += [
@@ -271,7 +274,7 @@ class Core2(wiring.Component):
                 lane.index_mask.eq(self.index_mask), lane.bit_select.eq(self.bit_select),
                 lane.double.eq(self.double_sampled), lane.per_feature.eq(self.per_feature),
                 lane.raw.eq(self.raw),
-                lane.fwd_valid.eq(f.valid[k]), lane.fwd_slot.eq(slots[k]),
+                lane.fwd_valid.eq(valid1[k]), lane.fwd_slot.eq(slots[k]),
                 lane.fwd_addr.eq(seq.addr[k]),
                 lane.buffer.eq(Mux(f.second[k], buf_b, buf_a)),
             ]

@@ -11,9 +11,11 @@ memories hold the data of the features that reach it, at the address the sequenc
   reads the other; the update clears each word it reads (``upd_both``: in both memories), so
   a batch's first term at a word adds to 0.
 
-A field that is not valid (``fwd_valid`` low) gives the product 0, so masked lanes add nothing
-to the segmented sum.  Every block-RAM read goes straight into a flip-flop (a DP16KD's clock
-to output takes most of a cycle: ``docs/HARDWARE.md``, "Engine v2: timing").
+A field that is not valid (``fwd_valid`` low, given one cycle after the field's slot and
+address, so that the engine's pass control has a cycle to decide it) gives the product 0, so
+masked lanes add nothing to the segmented sum.  Every block-RAM read goes straight into a
+flip-flop (a DP16KD's clock to output takes most of a cycle: ``docs/HARDWARE.md``, "Engine v2:
+timing").
 """
 
 from __future__ import annotations
@@ -129,7 +131,8 @@ class Lane(wiring.Component):
         la1, lb1 = Signal(signed(TABLE_WIDTH)), Signal(signed(TABLE_WIDTH))
         operand1 = Signal(signed(FORWARD_WIDTH))
         d_s1, d_s2, d_top, d_valid = Signal(), Signal(), Signal(), Signal()
-        m.d.sync += [d_s1.eq(s1), d_s2.eq(s2), d_top.eq(top), d_valid.eq(self.fwd_valid)]
+        m.d.sync += [d_s1.eq(s1), d_s2.eq(s2), d_top.eq(top)]
+        m.d.comb += d_valid.eq(self.fwd_valid)          # (one cycle after its slot)
         m.d.sync += [la1.eq(la.data), lb1.eq(lb.data), operand1.eq(Mux(d_valid, xr.data, 0))]
         # Cycle 2: each sample's level.
         s1_2, s2_2, top2 = Signal(), Signal(), Signal()

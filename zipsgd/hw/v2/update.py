@@ -14,7 +14,7 @@ from zipsgd.spec.engine import DECAY_FRAC, DECAY_WIDTH, MODEL_STORAGE_WIDTH
 from zipsgd.spec.engine2 import FORWARD_WIDTH
 from zipsgd.spec.fixed import RAND_BITS, RoundingMode
 
-from ..arith import Product, Rounder, format_limits, saturate, saturate_runtime
+from ..arith import Product, Rounder, format_limits, saturate, saturate_format
 
 __all__ = ["UpdateUnit", "LATENCY"]
 
@@ -70,7 +70,7 @@ class UpdateUnit(wiring.Component):
         # to mw + 2 bits: the difference's carry chain stays short.)
         diff = Signal(signed(mw + 3))
         m.d.sync += diff.eq(word1 - saturate(step, mw + 2)[0])
-        x1, clipped = saturate_runtime(diff, hi_r, lo_r, mw)
+        x1, clipped = saturate_format(diff, hi_r, lo_r, mw)
         x1r, clip_r = Signal(signed(mw)), Signal()
         m.d.sync += [x1r.eq(x1), clip_r.eq(clipped)]
         high2 = delay(high1, 2, "rand_high2")

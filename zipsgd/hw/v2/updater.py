@@ -162,8 +162,7 @@ class Updater(wiring.Component):
         for b in range(units):
             ports = []
             for i in range(pieces):
-                depth = min(_PIECE, self.bank_depth - i * _PIECE)
-                mem = memory.Memory(shape=signed(MODEL_STORAGE_WIDTH), depth=depth, init=[],
+                mem = memory.Memory(shape=signed(MODEL_STORAGE_WIDTH), depth=_PIECE, init=[],
                                     attrs=_MARK)
                 m.submodules[f"model{b}_{i}"] = mem
                 r, w = mem.read_port(), mem.write_port()
