@@ -76,14 +76,20 @@ class FieldGearbox(wiring.Component):
         spill = Signal(lanes)          # next window's granule 0, when a window ends mid-beat
         spilled = Signal()
         shown, shown_last = Signal(), Signal()
-        slot = Signal(range(granules + 1))                  # next granule slot of the window
+        # The next granule slot of the window, one-hot (slot g: bit g), so that the granules'
+        # write enables and the tests against the width are AND-ORs of flip-flops.
+        slot = Signal(granules + 2, init=1)
         flush = Signal()                # the last beat's high half is a final partial window
         beat = self.beats.payload
         low, high = beat.data[:lanes], beat.data[lanes:]
-        width = self.width
+        # Registered one-hot width selects: each slot bit stays a flat AND-OR of window bits.
+        selects = {fw: Signal(name=f"width_is_{fw}") for fw in FIELD_WIDTHS}
+        m.d.sync += [select.eq(self.width == fw) for fw, select in selects.items()]
 
-        ends_low = slot + 1 == width
-        completes = ends_low | (slot + 2 == width) | beat.last
+        # slot + 1 == width, slot + 2 == width.
+        ends_low = any_of(slot[fw - 1] & sel for fw, sel in selects.items())
+        ends_high = any_of(slot[fw - 2] & sel for fw, sel in selects.items())
+        completes = ends_low | ends_high | beat.last
         free = ~shown | self.windows.ready
         m.d.comb += self.beats.ready.eq(free & ~flush)
         take = self.beats.valid & self.beats.ready
@@ -91,31 +97,28 @@ class FieldGearbox(wiring.Component):
         with m.If(self.windows.ready):
             m.d.sync += shown.eq(0)
         with m.If(flush & free):
-            m.d.sync += [shown.eq(1), shown_last.eq(1), flush.eq(0), slot.eq(0),
+            m.d.sync += [shown.eq(1), shown_last.eq(1), flush.eq(0), slot.eq(1),
                          window[0].eq(spill), spilled.eq(0)]
         with m.Elif(take):
             for g in range(granules):
-                with m.If(g == slot):
+                with m.If(slot[g]):
                     m.d.sync += window[g].eq(low)
-                with m.Elif((g == slot + 1) & ~ends_low):
+                with m.Elif((slot[g - 1] if g else 0) & ~ends_low):
                     m.d.sync += window[g].eq(high)
             with m.If(spilled):
                 m.d.sync += [window[0].eq(spill), spilled.eq(0)]
             with m.If(completes):
                 # A window that ends on the low half leaves the high half for the next one.
                 m.d.sync += [shown.eq(1), shown_last.eq(beat.last & ~ends_low),
-                             slot.eq(ends_low), spill.eq(high), spilled.eq(ends_low),
-                             flush.eq(ends_low & beat.last)]
+                             slot.eq(Mux(ends_low, 0b10, 0b01)), spill.eq(high),
+                             spilled.eq(ends_low), flush.eq(ends_low & beat.last)]
             with m.Else():
-                m.d.sync += slot.eq(slot + 2)
+                m.d.sync += slot.eq(slot << 2)
         with m.If(self.restart):
-            m.d.sync += [slot.eq(0), shown.eq(0), flush.eq(0), spilled.eq(0)]
+            m.d.sync += [slot.eq(1), shown.eq(0), flush.eq(0), spilled.eq(0)]
 
         m.d.comb += [self.windows.valid.eq(shown), self.windows.payload.last.eq(shown_last)]
         bits = Cat(*(window[g] for g in range(granules)))
-        # Registered one-hot width selects: each slot bit stays a flat AND-OR of window bits.
-        selects = {fw: Signal(name=f"width_is_{fw}") for fw in FIELD_WIDTHS}
-        m.d.sync += [select.eq(width == fw) for fw, select in selects.items()]
         for k in range(lanes):
             out = self.windows.payload.slots[k]
             for b in range(SLOT_WIDTH):

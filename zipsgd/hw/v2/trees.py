@@ -163,21 +163,22 @@ class SegmentedSum(wiring.Component):
         valid = delay_line(m, valid, 1, "valid_b")
         # Close: a sample that began in this window is a difference of offsets; one that began
         # before it adds ``open_sum``, the sum since the last end (carried across windows).
-        # (Two copies of ``open_sum``: the loop's own and the one the groups add, so that the
-        # loop's adder does not wait for a fan-out to every group.)
+        # (Copies of ``open_sum``: the loop's own and one per group, so that no adder waits
+        # for a fan-out to every group.)
         open_sum = Signal(signed(self.dot_width))
-        open_copy = Signal(signed(self.dot_width), attrs={REPLICA_ATTRIBUTE: 1})
+        copies = [Signal(signed(self.dot_width), name=f"open_sum_dup{g}",
+                         attrs={REPLICA_ATTRIBUTE: 1}) for g in range(groups)]
         open_label = Signal.like(self.labels[0])
         for g in range(groups):
             m.d.sync += [
-                self.closed[g].eq(Mux(pin[g], at[g] - prev[g], at[g] + open_copy)),
+                self.closed[g].eq(Mux(pin[g], at[g] - prev[g], at[g] + copies[g])),
                 self.closed_label[g].eq(Mux(flags[g][2], glabels[g],
                                             Mux(lpin[g], label[g], open_label))),
                 self.closed_valid[g].eq(valid & flags[g][0]),
             ]
         with m.If(valid):
             m.d.sync += [open_label.eq(Mux(lpin[groups], label[groups], open_label))]
-            for copy in (open_sum, open_copy):
+            for copy in (open_sum, *copies):
                 m.d.sync += copy.eq(Mux(pin[groups], window - prev[groups], open_sum + window))
         return m
 

@@ -39,8 +39,8 @@ __all__ = ["Updater", "lane_classes", "MODEL_READ_LATENCY"]
 
 _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
 #: Cycles from ``host_addr`` to that word on ``host_rdata``: a block RAM's read goes into a
-#: flip-flop, then the piece's word is chosen into another.
-MODEL_READ_LATENCY = 3
+#: flip-flop (0 unless its piece is the one read), then two levels of ORs of four pieces.
+MODEL_READ_LATENCY = 4
 #: Model words a piece of a bank holds: one DP16KD (512 x 36).
 _PIECE_BITS = 9
 _PIECE = 1 << _PIECE_BITS
@@ -161,18 +161,26 @@ class Updater(wiring.Component):
         pieces = -(-self.bank_depth // _PIECE)
         for b in range(units):
             ports = []
+            # (The piece's one-hot choice, a cycle after the address, beside the read.)
+            piece = delay_line(m, read_addr[_PIECE_BITS:], 1, f"read_piece{b}")
             for i in range(pieces):
                 mem = memory.Memory(shape=signed(MODEL_STORAGE_WIDTH), depth=_PIECE, init=[],
                                     attrs=_MARK)
                 m.submodules[f"model{b}_{i}"] = mem
                 r, w = mem.read_port(), mem.write_port()
                 m.d.comb += r.addr.eq(read_addr[:_PIECE_BITS])
-                ports.append((r, w, delay_line(m, r.data, 1, f"model_word{b}_{i}")))
-            piece = delay_line(m, read_addr[_PIECE_BITS:], 2, f"read_piece{b}")
-            word = Signal(signed(MODEL_STORAGE_WIDTH), name=f"model_word{b}")
-            m.d.sync += word.eq(_choose([x for _, _, x in ports], piece))
+                # The word, or 0 unless its piece is the one read: the flip-flops' reset.
+                word = Signal(signed(MODEL_STORAGE_WIDTH), name=f"model_word{b}_{i}")
+                m.d.sync += word.eq(Mux(piece == i, r.data, 0))
+                ports.append((r, w, word))
+            # Then an OR of up to four pieces per register, twice.
+            words = [x for _, _, x in ports]
+            for level in range(2):
+                words = [_or_register(m, words[i:i + 4], f"model_or{b}_{level}_{i // 4}")
+                         for i in range(0, len(words), 4)]
+            assert len(words) == 1, "Updater: more model pieces than two OR levels take"
             banks.append(ports)
-            read.append(word)
+            read.append(words[0])
         host_bank = delay_line(m, host_j[:ushift] if ushift else Const(0, 1),
                                MODEL_READ_LATENCY, "host_bank")
         m.d.comb += self.host_rdata.eq(_choose(read, host_bank))
@@ -256,6 +264,16 @@ class Updater(wiring.Component):
                          self.forward_saturations.eq(self.forward_saturations
                                                      + popcount(fclips))]
         return m
+
+
+def _or_register(m, values, name: str) -> Signal:
+    """The OR of ``values`` (at most one nonzero) into a register."""
+    out = Signal.like(values[0], name=name)
+    value = values[0]
+    for v in values[1:]:
+        value = value | v
+    m.d.sync += out.eq(value)
+    return out
 
 
 def _choose(values, index):
