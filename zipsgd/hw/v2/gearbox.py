@@ -17,7 +17,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from zipsgd.hw.arith import any_of
+from zipsgd.hw.arith import any_of, replicas
 from zipsgd.spec.engine2 import FORWARD_WIDTH, RAW_ROUND_SHIFT
 
 __all__ = ["FieldGearbox", "FIELD_WIDTHS", "SLOT_WIDTH", "window_layout", "beat_layout",
@@ -119,11 +119,14 @@ class FieldGearbox(wiring.Component):
 
         m.d.comb += [self.windows.valid.eq(shown), self.windows.payload.last.eq(shown_last)]
         bits = Cat(*(window[g] for g in range(granules)))
+        # (A copy of the selects per eight slots: one register would fan out to every slot.)
+        copies = [{fw: replicas(m, f"width_is_{fw}_{c}", self.width == fw, 1)[0]
+                   for fw in FIELD_WIDTHS} for c in range(-(-lanes // 8))]
         for k in range(lanes):
             out = self.windows.payload.slots[k]
             for b in range(SLOT_WIDTH):
                 m.d.comb += out[b].eq(any_of(
-                    selects[fw] & bits[k * fw + b] for fw in FIELD_WIDTHS if b < fw))
+                    copies[k // 8][fw] & bits[k * fw + b] for fw in FIELD_WIDTHS if b < fw))
         return m
 
 

@@ -38,9 +38,11 @@ from .update import UpdateUnit
 __all__ = ["Updater", "lane_classes", "MODEL_READ_LATENCY"]
 
 _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
-#: Cycles from ``host_addr`` to that word on ``host_rdata``: a block RAM's read goes into a
-#: flip-flop (0 unless its piece is the one read), then two levels of ORs of four pieces.
-MODEL_READ_LATENCY = 4
+#: Cycles from a model read's address to its word: a block RAM's read goes into a flip-flop
+#: (0 unless its piece is the one read), then two levels of ORs of four pieces.
+_READ_LATENCY = 4
+#: Cycles from ``host_addr`` to that word on ``host_rdata`` (the address is registered first).
+MODEL_READ_LATENCY = _READ_LATENCY + 1
 #: Model words a piece of a bank holds: one DP16KD (512 x 36).
 _PIECE_BITS = 9
 _PIECE = 1 << _PIECE_BITS
@@ -151,9 +153,12 @@ class Updater(wiring.Component):
         # The model words, read MODEL_READ_LATENCY cycles ahead of the sums: each bank is
         # pieces of one block RAM's depth, each read into its own flip-flops, then the
         # piece's word is chosen into another register (no look-up after a block RAM).
-        read_j0 = delay_line(m, j0, select - MODEL_READ_LATENCY, "read_j0")
-        host_j = Signal(jw)
-        m.d.comb += host_j.eq(self.host_addr + 1)
+        read_j0 = delay_line(m, j0, select - _READ_LATENCY, "read_j0")
+        # The host's word m is feature j = m + 1: registered, with its write.
+        host_j, host_we = Signal(jw), Signal()
+        host_wdata = Signal.like(self.host_wdata)
+        m.d.sync += [host_j.eq(self.host_addr + 1), host_we.eq(self.host_we),
+                     host_wdata.eq(self.host_wdata)]
         # Wide: unit b's feature is j0 + b, in bank b at j0 / U; narrow: j0 in its bank.
         read_addr = Signal(jw)
         m.d.comb += read_addr.eq(Mux(busy, read_j0 >> ushift, host_j >> ushift))
@@ -182,7 +187,7 @@ class Updater(wiring.Component):
             banks.append(ports)
             read.append(words[0])
         host_bank = delay_line(m, host_j[:ushift] if ushift else Const(0, 1),
-                               MODEL_READ_LATENCY, "host_bank")
+                               _READ_LATENCY, "host_bank")
         m.d.comb += self.host_rdata.eq(_choose(read, host_bank))
 
         # -- the units ---------------------------------------------------------------------
@@ -248,9 +253,9 @@ class Updater(wiring.Component):
             unit, j = outs[b]
             here = (out_j0[:ushift] == b) if ushift else 1
             enable = Mux(busy, ~refresh & Mux(wide, unit.out_valid, out_valid & here),
-                         self.host_we & ((host_j[:ushift] == b) if ushift else 1))
+                         host_we & ((host_j[:ushift] == b) if ushift else 1))
             addr = Mux(busy, Mux(wide, j >> ushift, out_j0 >> ushift), host_j >> ushift)
-            data = Mux(busy, Mux(wide, unit.new_word, outs[0][0].new_word), self.host_wdata)
+            data = Mux(busy, Mux(wide, unit.new_word, outs[0][0].new_word), host_wdata)
             for i, (_, w, _) in enumerate(ports):
                 m.d.comb += [w.en.eq(enable & (addr[_PIECE_BITS:] == i)),
                              w.addr.eq(addr[:_PIECE_BITS]), w.data.eq(data)]
