@@ -100,11 +100,13 @@ class SegmentedSum(wiring.Component):
         # Cycle 2: quarter sums and the pieces before q below a quarter (a pair and a single).
         quads = [Signal(signed(pw + 2), name=f"g{g}_quad{i}") for i in range(2)]
         piece = Signal(signed(pw + 2), name=f"g{g}_piece")
-        q2, flags2 = Signal(3, name=f"g{g}_choice2"), Signal(4, name=f"g{g}_flags2")
+        quarter = Signal(signed(pw + 2), name=f"g{g}_quarter")     # the first quarter, if q >= 4
+        flags2 = Signal(4, name=f"g{g}_flags2")
         label2 = Signal.like(label1, name=f"g{g}_label2")
         m.d.sync += [quads[0].eq(pairs[0] + pairs[1]), quads[1].eq(pairs[2] + pairs[3]),
                      piece.eq(_pick(q1[:2], [pairs[0], pairs[2]]) + single),
-                     q2.eq(q1), flags2.eq(flags1), label2.eq(label1)]
+                     quarter.eq(Mux(q1[2], pairs[0] + pairs[1], 0)),
+                     flags2.eq(flags1), label2.eq(label1)]
         # Cycle 3: the total and the part up to the end.
         total = Signal(signed(pw + 3), name=f"g{g}_total")
         before = Signal(signed(pw + 3), name=f"g{g}_before")
@@ -112,7 +114,7 @@ class SegmentedSum(wiring.Component):
         label3 = Signal.like(label1, name=f"g{g}_label3")
         full = quads[0] + quads[1]
         m.d.sync += [total.eq(full),
-                     before.eq(Mux(flags2[3], full, Mux(q2[2], quads[0], 0) + piece)),
+                     before.eq(Mux(flags2[3], full, quarter + piece)),
                      flags3.eq(flags2), label3.eq(label2)]
         return total, before, flags3, label3
 
