@@ -152,84 +152,115 @@ class Core2(wiring.Component):
 
     # -- the epoch's control: start, passes, batches, versions ------------------------------
     def _control(self, m, gb, seq, upd):
+        """Passes from small registers, each updated by one adder (``docs/HARDWARE.md``,
+        "The pass control"): ``rest``, the lanes of the window not issued yet; ``rb1``/``rb2``,
+        the next two batch boundaries from the window's first position; ``ahead``, the batches
+        from the pass's first (``fb``) whose model version is ready; ``left``, the batches
+        from ``fb`` to the end."""
         p = self.params
         lanes = p.lanes
         c = _Bag()
         c.running, c.refreshing = Signal(), Signal()
         c.fwd_done, c.ended = Signal(), Signal()
-        c.lo = Signal(range(lanes + 1))
-        c.wbase = Signal(32)                   # stream position of the window's first field
-        c.fb = Signal(32)                      # batch of position wbase + lo
-        c.next_bnd = Signal(32)                # position of batch fb + 1's first field
+        c.fb = Signal(32)                      # batch of the pass's first position
         c.version = Signal(32)                 # updates finished this epoch
+        c.version_up = Signal()                # (set by the update control)
         c.ub = Signal(32)                      # the next batch to update
         c.started = Signal(32)                 # samples started by issued passes
         c.grad_done = Signal(32)               # batches whose gradient is in the partials
         c.s_replayed = Signal(32)              # started-count of the last replayed pass
         c.wp, c.rp = Signal(32), Signal(32)    # passes issued, passes replayed
         c.issue = Signal()
-        c.positions = Mux(self.raw, lanes // 4, lanes)
+        rest = Signal(lanes)                   # lanes of the window not issued yet
+        rb1, rb2 = Signal(33), Signal(33)
+        ahead = Signal(signed(8))
+        left = Signal(signed(34))
+        pos_bits = (lanes - 1).bit_length()
+        used = Signal(lanes)                   # the lanes that hold positions
+        m.d.comb += used.eq(Mux(self.raw, int("0001" * (lanes // 4), 2), (1 << lanes) - 1))
         m.d.comb += [gb.width.eq(self.field_width), gb.restart.eq(self.start & ~self.busy),
                      seq.restart.eq(self.start & ~self.busy), seq.step.eq(self.step_addr),
                      seq.wrap.eq(self.wrap), seq.g_log2.eq(self.g_log2), seq.raw.eq(self.raw),
                      seq.last_window.eq(self.last_window), seq.last_valid.eq(self.last_valid)]
-        with m.If(self.start & ~self.busy):
-            m.d.sync += [c.running.eq(1), c.refreshing.eq(1), c.fwd_done.eq(0),
-                         c.ended.eq(0), c.lo.eq(0), c.wbase.eq(0), c.fb.eq(0),
-                         c.next_bnd.eq(self.batch_positions), c.version.eq(0), c.ub.eq(0),
-                         c.started.eq(0), c.grad_done.eq(0), c.s_replayed.eq(0),
-                         c.wp.eq(0), c.rp.eq(0), self.framing_error.eq(0)]
-        # Which model version a batch reads, and whether it is ready.
+        # The boundaries' steps, registered (settings): c batches crossed, the window left or
+        # not: rb += c * bp - whole * P.
+        bp = self.batch_positions
+        positions = Mux(self.raw, lanes // 4, lanes)
+        steps = [Signal(signed(34), name=f"rb_step{i}") for i in range(6)]
+        m.d.sync += [steps[whole * 3 + n].eq(n * bp - (positions if whole else 0))
+                     for whole in range(2) for n in range(3)]
+
+        # Which model version a batch reads (its parity chooses the forward buffer).
         def need(batch):
             return Mux(self.exact, batch, Mux(batch == 0, 0, batch - 1))
 
         c.need = need
-        # (Positions past the stream's end belong to batches that never come: no wait.)
-        c.ready_a = (c.version >= need(c.fb)) | (c.fb >= self.batches)
-        c.ready_b = (c.version >= need(c.fb + 1)) | (c.fb + 1 >= self.batches)
-        # Batch boundaries relative to the window (at most two matter).
-        rb1, rb2 = Signal(33), Signal(34)
-        m.d.comb += [rb1.eq(c.next_bnd - c.wbase), rb2.eq(rb1 + self.batch_positions)]
-        c.rb1, c.rb2 = rb1, rb2
-        in1 = rb1 < c.positions
-        hi_batch = Signal(range(lanes + 1))
-        m.d.comb += hi_batch.eq(Mux(in1, Mux(c.ready_b, Mux(rb2 < c.positions, rb2,
-                                                            c.positions), rb1), c.positions))
-        # Samples shorter than a group (``short_samples``): a pass ends after the first sample
-        # end at or after lo, so that no group closes two samples in one pass.
-        first_end = Signal(range(lanes + 1))
-        m.d.comb += first_end.eq(c.positions)
-        for k in reversed(range(lanes)):
-            with m.If(seq.end[k] & (c.lo <= k)):
-                m.d.comb += first_end.eq(k + 1)
-        hi = Signal(range(lanes + 1))
-        m.d.comb += hi.eq(Mux(self.short_samples & (first_end < hi_batch), first_end,
-                              hi_batch))
-        c.hi, c.in1 = hi, in1
+        # Batch fb (fb + 1) may go when its version is ready or it is past the stream's end.
+        ready_a = (~ahead[-1] & ahead.any()) | left[-1] | ~left.any()
+        ready_b = (~ahead[-1] & ahead[1:].any()) | left[-1] | ~left[1:].any()
+
+        def below(value, bits):
+            """value < P (value is never negative)."""
+            return Mux(self.raw, value[bits - 2:] == 0, value[bits:] == 0)
+
+        in1, in2 = below(rb1, pos_bits), below(rb2, pos_bits)
+        at1 = Mux(self.raw, rb1 == lanes // 4, rb1 == lanes)       # rb1 == P
+        at2 = Mux(self.raw, rb2 == lanes // 4, rb2 == lanes)
+        # Per lane: its position is before rb1 (rb2).
+        pos = [Mux(self.raw, k // 4, k) for k in range(lanes)]
+        before1 = Cat(*(~in1 | (rb1[:pos_bits] > pos[k]) for k in range(lanes)))
+        before2 = Cat(*(~in2 | (rb2[:pos_bits] > pos[k]) for k in range(lanes)))
+        # The pass: the lanes left, up to the first batch that is not ready (the second
+        # boundary at most: a third batch's version cannot be ready), or, with samples shorter
+        # than a group, up to the first sample end (a boundary is a sample start, so that end
+        # never passes it).
+        ends = Cat(*seq.end) & rest
+        upto_end = Signal(lanes)
+        seen = Const(0, 1)
+        for k in range(lanes):
+            m.d.comb += upto_end[k].eq(~seen)
+            seen = seen | ends[k]
+        batch_lanes = Mux(in1 & ~ready_b, before1, Mux(in1, before2, (1 << lanes) - 1))
+        take = Signal(lanes)
+        m.d.comb += take.eq(rest & Mux(self.short_samples, upto_end, batch_lanes))
+        c.take = take
+        whole = Signal()
+        m.d.comb += whole.eq(~(rest & ~take).any())
+        # Boundaries crossed: from the flags (whole samples: at rb1 when it is in the window
+        # and the pass reaches it; short samples: when no end is left before rb1).
+        cross1, cross2 = Signal(), Signal()
+        end_before = Cat(*(ends[k] & (rb1[:pos_bits] > pos[k] + 1) for k in range(lanes)))
+        m.d.comb += [
+            cross1.eq(Mux(self.short_samples,
+                          Mux(in1, ~end_before.any(), whole & at1),
+                          Mux(in1, 1, at1))),
+            cross2.eq(~self.short_samples & in1 & ready_b & (in2 | at2)),
+        ]
+        c.in1, c.before1, c.whole = in1, before1, whole
+        space = Signal()
         ring = RING_DEPTH * self.groups
-        space = ((c.wp - c.rp) < LANE_CAPACITY - 8) & \
-            (c.started + self.groups + 2 <= c.s_replayed + ring - 2)
+        # (Registered: a cycle late, so one pass more of margin.)
+        m.d.sync += space.eq(((c.wp - c.rp) < LANE_CAPACITY - 9) &
+                             (c.started + 2 * self.groups + 3 <= c.s_replayed + ring - 2))
         window = gb.windows.valid & seq.ready
-        m.d.comb += c.issue.eq(c.running & ~c.refreshing & ~c.fwd_done & window & c.ready_a
+        m.d.comb += c.issue.eq(c.running & ~c.refreshing & ~c.fwd_done & window & ready_a
                                & space)
-        whole = hi == c.positions
-        crossed1 = rb1 <= hi
-        crossed2 = rb2 <= hi
+        crossed = Cat(cross1 & ~cross2, cross2)                 # 0, 1 or 2 batches
+        c.crossed = crossed
+        step = Signal(signed(34))
+        m.d.comb += step.eq(Array(steps)[Mux(c.issue & whole, 3, 0) + Mux(c.issue, crossed, 0)])
+        m.d.sync += [rb1.eq(rb1 + step), rb2.eq(rb2 + step)]
+        m.d.sync += ahead.eq(ahead + c.version_up - Mux(c.issue, crossed, 0))
         with m.If(c.issue):
-            m.d.sync += c.wp.eq(c.wp + 1)
+            m.d.sync += [c.wp.eq(c.wp + 1), c.fb.eq(c.fb + crossed), left.eq(left - crossed)]
             with m.If(whole):
-                m.d.sync += [c.lo.eq(0), c.wbase.eq(c.wbase + c.positions)]
+                m.d.sync += rest.eq(used)
                 with m.If(seq.final):
                     m.d.sync += [c.fwd_done.eq(1), c.ended.eq(gb.windows.payload.last)]
                 with m.Elif(gb.windows.payload.last):
                     m.d.sync += [self.framing_error.eq(1), c.running.eq(0)]
             with m.Else():
-                m.d.sync += c.lo.eq(hi)
-            with m.If(crossed2):
-                m.d.sync += [c.fb.eq(c.fb + 2),
-                             c.next_bnd.eq(c.next_bnd + (self.batch_positions << 1))]
-            with m.Elif(crossed1):
-                m.d.sync += [c.fb.eq(c.fb + 1), c.next_bnd.eq(c.next_bnd + self.batch_positions)]
+                m.d.sync += rest.eq(rest & ~take)
         # After the last window: one padding window may follow; it must end the stream.
         drop = c.running & c.fwd_done & ~c.ended & gb.windows.valid
         with m.If(drop):
@@ -238,6 +269,15 @@ class Core2(wiring.Component):
                 m.d.sync += [self.framing_error.eq(1), c.running.eq(0)]
         m.d.comb += [gb.windows.ready.eq((c.issue & whole) | drop),
                      seq.advance.eq(c.issue & whole)]
+        # (Last: a start sets the registers the passes step.)
+        with m.If(self.start & ~self.busy):
+            m.d.sync += [c.running.eq(1), c.refreshing.eq(1), c.fwd_done.eq(0),
+                         c.ended.eq(0), rest.eq(used), rb1.eq(bp), rb2.eq(bp << 1),
+                         ahead.eq(Mux(self.exact, 1, 2)), left.eq(self.batches), c.fb.eq(0),
+                         c.version.eq(0), c.ub.eq(0),
+                         c.started.eq(0), c.grad_done.eq(0), c.s_replayed.eq(0),
+                         c.wp.eq(0), c.rp.eq(0), self.framing_error.eq(0)]
+
         with m.If(gb.beats.valid & gb.beats.ready & c.running):
             m.d.sync += self.beats_read.eq(self.beats_read + 1)
         with m.If(self.start & ~self.busy):
@@ -265,10 +305,9 @@ class Core2(wiring.Component):
         # (A lane takes its field's validity a cycle after the field: from a register here.)
         valid1 = delay_line(m, f.valid, 1, "fwd_valid")
         for k, lane in enumerate(self.lane):
-            pos = Mux(self.raw, k // 4, k)
             m.d.comb += [
-                f.valid[k].eq(c.issue & seq.valid[k] & (pos >= c.lo) & (pos < c.hi)),
-                f.second[k].eq(c.in1 & (pos >= c.rb1)),
+                f.valid[k].eq(c.issue & seq.valid[k] & c.take[k]),
+                f.second[k].eq(c.in1 & ~c.before1[k]),
                 f.start[k].eq(seq.start[k] & f.valid[k]),
                 f.end[k].eq(seq.end[k] & f.valid[k]),
                 lane.index_mask.eq(self.index_mask), lane.bit_select.eq(self.bit_select),
@@ -380,24 +419,31 @@ class Core2(wiring.Component):
         groups = self.groups
         aw = (LANE_CAPACITY - 1).bit_length()
         rlog = (groups - 1).bit_length()
-        # Pass records (written when issued): the first sample count, the last sample, the
-        # groups with a start, the first batch's parity, batches complete after it.
-        gstarts = Cat(*(f.start[g * GROUP:(g + 1) * GROUP].any() for g in range(groups)))
-        valid_starts = popcount(f.start)
+        # Pass records (written a cycle after the issue, from registers): the first sample
+        # count, the last sample, the groups with a start, the first batch's parity, batches
+        # complete after it.
+        start1 = delay_line(m, f.start, 1, "rec_start")
+        issue1 = delay_line(m, c.issue, 1, "rec_issue")
+        wp1 = delay_line(m, c.wp[:aw], 1, "rec_wp")
+        fb1 = delay_line(m, c.fb[:1], 1, "rec_fb")
+        last_pass = Signal()
+        after_fb = Signal(32)
+        m.d.sync += [last_pass.eq(c.whole & seq.final),
+                     after_fb.eq(c.fb + c.crossed)]
+        gstarts = Cat(*(start1[g * GROUP:(g + 1) * GROUP].any() for g in range(groups)))
+        valid_starts = popcount(start1)
         slast = Signal(32)
         m.d.comb += slast.eq(c.started + valid_starts - 1)
-        last_pass = c.issue & (c.hi == c.positions) & seq.final
-        after_fb = Mux(c.rb2 <= c.hi, c.fb + 2, Mux(c.rb1 <= c.hi, c.fb + 1, c.fb))
         done_batches = Mux(last_pass, self.batches, after_fb)
-        record = Cat(c.started, slast, gstarts, c.fb[:1], done_batches)
-        with m.If(c.issue):
+        record = Cat(c.started, slast, gstarts, fb1, done_batches)
+        with m.If(issue1):
             m.d.sync += c.started.eq(c.started + valid_starts)
         # (Memories with a transparent read port keep Yosys's default collision behaviour.)
         info = memory.Memory(shape=len(record), depth=LANE_CAPACITY, init=[])
         m.submodules.passes = info
         iw = info.write_port()
         ir = info.read_port(transparent_for=(iw,))
-        m.d.comb += [iw.en.eq(c.issue), iw.addr.eq(c.wp[:aw]), iw.data.eq(record)]
+        m.d.comb += [iw.en.eq(issue1), iw.addr.eq(wp1), iw.data.eq(record)]
         # Per lane: the field's second level, address, validity and selects.  Written with
         # the lane's levels.
         wp2 = delay_line(m, c.wp[:aw], _LEVELS, "wp")
@@ -501,6 +547,7 @@ class Core2(wiring.Component):
             m.d.sync += updating.eq(1)
         with m.If(updating & ~upd.busy & ~go):
             m.d.sync += [updating.eq(0), c.ub.eq(c.ub + 1), c.version.eq(c.ub + 1)]
+            m.d.comb += c.version_up.eq(1)
         m.d.comb += [self.updates.eq(c.ub), self.model_saturations.eq(upd.model_saturations),
                      self.forward_saturations.eq(upd.forward_saturations)]
         # Generators: the seed load, then one step of each (its first output is ready).
