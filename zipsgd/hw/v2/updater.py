@@ -48,15 +48,22 @@ _PIECE_BITS = 9
 _PIECE = 1 << _PIECE_BITS
 
 
-def lane_classes(m, lanes: int, units: int, g_log2, raw, wide, q, name: str):
-    """``L`` enables: lane ``k``'s class (its position mod ``g``; raw32 words sit on every
-    fourth lane) is one of this cycle's (``q``)."""
-    out = Signal(lanes, name=name)
+def lane_classes(m, lanes: int, units: int, g_log2, raw, wide, name: str):
+    """A function of ``q``: ``L`` enables, lane ``k``'s class (its position mod ``g``; raw32
+    words sit on every fourth lane) is one of this cycle's (``q``).  Each lane's class is a
+    register (settings hold while busy), so an enable is one equality with ``q``."""
     shift = (units - 1).bit_length()
+    classes = []
     for k in range(lanes):
         cls = Mux(raw, k // 4, k) & ((Const(1, 16) << g_log2) - 1)
-        m.d.comb += out[k].eq(Mux(wide, (cls >> shift) == q, cls == q))
-    return out
+        reg = Signal(range(lanes), name=f"{name}{k}")
+        m.d.sync += reg.eq(Mux(wide, cls >> shift, cls))
+        classes.append(reg)
+
+    def enables(q):
+        return Cat(*(cls == q for cls in classes))
+
+    return enables
 
 
 class Updater(wiring.Component):
@@ -107,7 +114,8 @@ class Updater(wiring.Component):
         last_a = Signal.like(self.wrap)
         m.d.sync += [g.eq(Const(1, 7) << self.g_log2), last_a.eq(self.wrap - 1)]
         # Raw32 words sit on every fourth lane, all in one fold class: one feature per cycle.
-        m.d.sync += wide.eq((g >= units) & ~self.raw)
+        wide_now = (self.g_log2 >= ushift) & ~self.raw
+        m.d.sync += wide.eq(wide_now)
         m.d.comb += subs.eq(Mux(wide, g >> ushift, g))
         per = Mux(wide, units, 1)                 # features per cycle
 
@@ -119,7 +127,8 @@ class Updater(wiring.Component):
         refresh, bank, buffer = Signal(), Signal(), Signal()
         busy = Signal()
         # A refresh clears both partial memories (the update clears each word it reads).
-        classes = lane_classes(m, lanes, units, self.g_log2, self.raw, wide, q, "read_classes")
+        lane_class = lane_classes(m, lanes, units, self.g_log2, self.raw, wide_now, "lane_class")
+        classes = lane_class(q)
         m.d.comb += [self.busy.eq(busy), self.upd_addr.eq(a),
                      self.upd_bank.eq(bank), self.upd_both.eq(refresh),
                      self.upd_enable.eq(Mux(issuing, classes, 0))]
@@ -243,9 +252,7 @@ class Updater(wiring.Component):
         out_a = delay_line(m, a, stage + UNIT_LATENCY, "out_a")
         out_valid = outs[0][0].out_valid
         m.d.comb += [self.xf_addr.eq(Cat(out_a, buffer)),
-                     self.xf_we.eq(Mux(out_valid, lane_classes(m, lanes, units, self.g_log2,
-                                                               self.raw, wide, out_q,
-                                                               "write_classes"), 0))]
+                     self.xf_we.eq(Mux(out_valid, lane_class(out_q), 0))]
         for u, (unit, _) in enumerate(outs):
             m.d.comb += self.xf_data[u].eq(Mux(wide, unit.forward, outs[0][0].forward))
         out_j0 = outs[0][1]
