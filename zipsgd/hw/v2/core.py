@@ -57,7 +57,7 @@ _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
 #: Residuals a ring bank holds (sample ``s`` in bank ``s mod R``).
 RING_DEPTH = 32
 #: Cycles from a replay to its terms being in the partial memories.
-_REPLAY_LATENCY = 1 + GRADIENT_LATENCY
+_REPLAY_LATENCY = 2 + GRADIENT_LATENCY
 #: Cycles from an issue to the lanes' levels (``first``, ``second``, ``f2``).
 _LEVELS = FORWARD_LATENCY - 1
 
@@ -442,7 +442,7 @@ class Core2(wiring.Component):
         info = memory.Memory(shape=len(record), depth=LANE_CAPACITY, init=[])
         m.submodules.passes = info
         iw = info.write_port()
-        ir = info.read_port(transparent_for=(iw,))
+        ir = info.read_port()
         m.d.comb += [iw.en.eq(issue1), iw.addr.eq(wp1), iw.data.eq(record)]
         # Per lane: the field's second level, address, validity and selects.  Written with
         # the lane's levels.
@@ -456,23 +456,49 @@ class Core2(wiring.Component):
             m.d.sync += written.eq(0)
         with m.Elif(issue2):
             m.d.sync += written.eq(written + 1)
-        # Replay pass rp when it is written and its last sample's residual is in the ring.
-        rec = ir.data
-        r_started, r_slast = rec[:32], rec[32:64]
-        r_gstarts = rec[64:64 + groups]
-        r_fb = rec[64 + groups:65 + groups]
-        r_done = rec[65 + groups:97 + groups]
+        # The records of the passes to replay, fetched ahead (a read, then a register) into a
+        # queue, so that a replay is decided from registers: the queue's head is pass rp.
+        fp = Signal(32)                        # the next record to fetch
+        fetch = Signal()
+        depth = 4
+        queue = [Signal(len(record), name=f"record{i}") for i in range(depth)]
+        full = Signal(depth)                   # entries held (a prefix of the queue)
+        flight = Signal(range(3))              # fetched, not in the queue yet
+        held = popcount(full)
+        m.d.comb += [fetch.eq(c.running & (fp != written) & (held + flight <= depth - 1)),
+                     ir.addr.eq(fp[:aw])]
+        fetched = delay_line(m, fetch, 1, "fetched")
+        landed = Signal(len(record))           # the record read two cycles ago, registered
+        arrived = Signal()
+        m.d.sync += [landed.eq(ir.data), arrived.eq(fetched)]
+        head = queue[0]
+        r_started, r_slast = head[:32], head[32:64]
+        r_gstarts = head[64:64 + groups]
+        r_fb = head[64 + groups:65 + groups]
+        r_done = head[65 + groups:97 + groups]
+        # Replay pass rp when its record is here and its last sample's residual is in the ring.
         replay = Signal()
-        m.d.comb += replay.eq(c.running & (c.rp != written) & (c.e_done > r_slast)
-                              & (c.rp != c.wp))
-        rp_next = Mux(replay, c.rp + 1, c.rp)
-        m.d.comb += ir.addr.eq(rp_next[:aw])
+        m.d.comb += replay.eq(c.running & full[0] & (c.e_done > r_slast))
+        # The queue shifts on a replay; a record that arrives takes the first free entry
+        # (``full`` is always a prefix: ones below the first free entry).
+        kept = Mux(replay, full >> 1, full)
+        for i in range(depth):
+            now = Mux(replay, queue[i + 1], queue[i]) if i + 1 < depth else queue[i]
+            lands = arrived & ~kept[i] & (kept[i - 1] if i else 1)
+            m.d.sync += queue[i].eq(Mux(lands, landed, now))
+        m.d.sync += full.eq(Mux(arrived, ((kept << 1) | 1)[:depth], kept))
+        m.d.sync += flight.eq(flight + fetch - arrived)
+        with m.If(fetch):
+            m.d.sync += fp.eq(fp + 1)
         with m.If(replay):
             m.d.sync += [c.rp.eq(c.rp + 1), c.s_replayed.eq(r_started)]
+        with m.If(self.start & ~self.busy):
+            m.d.sync += [fp.eq(0), full.eq(0), flight.eq(0), arrived.eq(0)]
         done_later = delay_line(m, Mux(replay, r_done, 0), _REPLAY_LATENCY, "done")
         with m.If(done_later > c.grad_done):
             m.d.sync += c.grad_done.eq(done_later)
-        # Residuals of samples S0 + i (S0 = r_started - 1), read from the ring.
+        # Residuals of samples S0 + i (S0 = r_started - 1), read from the ring, chosen into
+        # registers a cycle later: with the replay memories' words, two cycles after it.
         s0 = Signal(32)
         m.d.comb += s0.eq(r_started - 1)
         for b, (ra, rb) in enumerate(c.ring):
@@ -489,13 +515,15 @@ class Core2(wiring.Component):
                 values.append(_choose([rb.data for _, rb in c.ring], s0_1))
         # Group g's samples: S0 + (starts in groups < g), and the next one after its start.
         gst = delay_line(m, r_gstarts, 1, "gstarts")
-        fb1 = delay_line(m, r_fb, 1, "fb")
-        rep1 = delay_line(m, replay, 1, "replay")
-        bank_a, bank_b = fb1[0], ~fb1[0]
+        fb2 = delay_line(m, r_fb, 2, "fb")
+        rep2 = delay_line(m, replay, 2, "replay")
+        bank_a, bank_b = fb2[0], ~fb2[0]
         rank = 0
         for g in range(groups):
-            e_lo = _choose(values, rank) if g else values[0]
-            e_hi = _choose(values, rank + 1) if g else values[1]
+            e_lo = Signal(signed(RESIDUAL_WIDTH), name=f"e_lo{g}")
+            e_hi = Signal(signed(RESIDUAL_WIDTH), name=f"e_hi{g}")
+            m.d.sync += [e_lo.eq(_choose(values, rank) if g else values[0]),
+                         e_hi.eq(_choose(values, rank + 1) if g else values[1])]
             for k in range(g * GROUP, (g + 1) * GROUP):
                 lane = self.lane[k]
                 mem = memory.Memory(shape=len(lane.f2) + aw + 3, depth=LANE_CAPACITY, init=[])
@@ -506,12 +534,12 @@ class Core2(wiring.Component):
                              w.data.eq(Cat(lane.f2, delay_line(m, seq.addr[k], _LEVELS,
                                                            f"addr{k}"),
                                            valid2[k], second2[k], after2[k])),
-                             r.addr.eq(rp_next[:aw])]
+                             r.addr.eq(c.rp[:aw])]
                 word = delay_line(m, r.data, 1, f"replayed{k}")
                 fw = len(lane.f2)
                 f2, addr = word[:fw], word[fw:fw + aw]
                 valid, second, after = word[fw + aw], word[fw + aw + 1], word[fw + aw + 2]
-                m.d.comb += [lane.bwd_valid.eq(rep1 & valid), lane.bwd_second.eq(f2),
+                m.d.comb += [lane.bwd_valid.eq(rep2 & valid), lane.bwd_second.eq(f2),
                              lane.bwd_addr.eq(addr), lane.bwd_e.eq(Mux(after, e_hi, e_lo)),
                              lane.bwd_bank.eq(Mux(second, bank_b, bank_a))]
             rank = rank + gst[g]
