@@ -232,7 +232,7 @@ class EngineModel2:
     last version."""
 
     bus_width: int = 64
-    grad_latency: int = 28
+    grad_latency: int = 29
     occupancy: int = 28
     update_latency: int = 30
     refresh: int = 34
