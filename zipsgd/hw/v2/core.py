@@ -6,10 +6,10 @@ Data flow, for a *pass* (the lanes ``[lo, hi)`` of a window, issued in cycle ``c
 * ``c``: the gearbox's window and the sequencer's addresses reach the lanes;
 * ``c + 4`` (``FORWARD_LATENCY``): the products reach the segmented sum (the labels, from the
   start lanes' levels);
-* ``c + 12`` (``+ 13`` at W = 128: the segmented sum's ``latency``): each group closes at
+* ``c + 13`` (``+ 14`` at W = 128: the segmented sum's ``latency``): each group closes at
   most one sample: dot product and label to its sample unit, with the next output of residual
   generator ``s mod R``;
-* ``c + 21``: the scaled residual ``e`` of sample ``s`` is written into the residual ring;
+* ``c + 22``: the scaled residual ``e`` of sample ``s`` is written into the residual ring;
 * the lanes keep each field's second level and address in their *replay* memories; a pass is
   replayed (its gradient terms summed into the partials) once the residual of its last sample
   is in the ring;

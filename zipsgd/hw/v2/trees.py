@@ -51,14 +51,14 @@ class SegmentedSum(wiring.Component):
     sample's start to group ``g``'s end: the part of the group up to its end is a sum of at
     most three aligned sub-blocks of the group's own adder tree (or the whole group), chosen by
     the end's position.  Outputs are those of the inputs ``latency`` cycles earlier
-    (``6 + log2(groups)``: three in the groups, the offsets' scan, the offsets, the latest end's
-    offset, the close); ``valid`` low leaves the running sums alone.
+    (``7 + log2(groups)``: three in the groups, the offsets' scan, the offsets, the latest end's
+    offset, the two candidate sums, the choice); ``valid`` low leaves the running sums alone.
     """
 
     def __init__(self, lanes: int, product_width: int, dot_width: int, label_width: int = 18):
         self.lanes, self.dot_width, self.product_width = lanes, dot_width, product_width
         groups = lanes // GROUP
-        self.latency = 6 + (groups - 1).bit_length()
+        self.latency = 7 + (groups - 1).bit_length()
         super().__init__({
             "products": In(signed(product_width)).array(lanes),
             "starts": In(1).array(lanes),
@@ -165,23 +165,27 @@ class SegmentedSum(wiring.Component):
         valid = delay_line(m, valid, 1, "valid_b")
         # Close: a sample that began in this window is a difference of offsets; one that began
         # before it adds ``open_sum``, the sum since the last end (carried across windows).
-        # (Copies of ``open_sum``: the loop's own and one per group, so that no adder waits
-        # for a fan-out to every group.)
-        open_sum = Signal(signed(self.dot_width))
-        copies = [Signal(signed(self.dot_width), name=f"open_sum_dup{g}",
-                         attrs={REPLICA_ATTRIBUTE: 1}) for g in range(groups)]
+        # Both are registered, then chosen: a cycle each.  Each group has its own copy of
+        # ``open_sum``, with its own adder (a shared one would fan out to every group).
+        open_sums = [Signal(signed(self.dot_width), name=f"open_sum{g}",
+                            attrs={REPLICA_ATTRIBUTE: 1}) for g in range(groups)]
         open_label = Signal.like(self.labels[0])
+        inside = [Signal(signed(self.dot_width), name=f"inside{g}") for g in range(groups)]
+        outside = [Signal(signed(self.dot_width), name=f"outside{g}") for g in range(groups)]
+        label_c = [Signal.like(self.labels[0], name=f"closed_label{g}") for g in range(groups)]
         for g in range(groups):
-            m.d.sync += [
-                self.closed[g].eq(Mux(pin[g], at[g] - prev[g], at[g] + copies[g])),
-                self.closed_label[g].eq(Mux(flags[g][2], glabels[g],
-                                            Mux(lpin[g], label[g], open_label))),
-                self.closed_valid[g].eq(valid & flags[g][0]),
-            ]
+            m.d.sync += [inside[g].eq(at[g] - prev[g]), outside[g].eq(at[g] + open_sums[g]),
+                         label_c[g].eq(Mux(flags[g][2], glabels[g],
+                                           Mux(lpin[g], label[g], open_label)))]
         with m.If(valid):
             m.d.sync += [open_label.eq(Mux(lpin[groups], label[groups], open_label))]
-            for copy in (open_sum, *copies):
-                m.d.sync += copy.eq(Mux(pin[groups], window - prev[groups], open_sum + window))
+            m.d.sync += [s.eq(Mux(pin[groups], window - prev[groups], s + window))
+                         for s in open_sums]
+        pin_c = [delay_line(m, pin[g], 1, f"pin_c{g}") for g in range(groups)]
+        has_c = [delay_line(m, valid & flags[g][0], 1, f"has_c{g}") for g in range(groups)]
+        for g in range(groups):
+            m.d.sync += [self.closed[g].eq(Mux(pin_c[g], inside[g], outside[g])),
+                         self.closed_label[g].eq(label_c[g]), self.closed_valid[g].eq(has_c[g])]
         return m
 
 
