@@ -232,10 +232,10 @@ class EngineModel2:
     last version."""
 
     bus_width: int = 64
-    grad_latency: int = 29
-    occupancy: int = 28
-    update_latency: int = 30
-    refresh: int = 34
+    grad_latency: int = 30
+    occupancy: int = 29
+    update_latency: int = 31
+    refresh: int = 35
     epoch_end: int = 2
 
     def plan(self, n_features: int, layout: StreamLayout) -> tuple[int, int, float]:

@@ -16,7 +16,8 @@ from amaranth.hdl import Cat, ClockSignal, Const, Instance, Mux, Signal, Value, 
 
 from ..spec.fixed import RAND_BITS, RoundingMode
 
-__all__ = ["saturate", "saturate_runtime", "saturate_format", "format_top", "format_limits",
+__all__ = ["saturate", "saturate_runtime", "saturate_format", "format_tests", "format_top",
+           "format_limits",
            "shift_left_bounded", "Rounder", "Product", "rotate", "popcount", "any_of",
            "replicas", "less_than", "REPLICA_ATTRIBUTE"]
 
@@ -125,12 +126,18 @@ def saturate_format(value: Value, hi: Value, lo: Value, max_width: int) -> tuple
     below ``lo`` when negative without all of them set (an AND and a wide OR, no carry
     chain)."""
     v = value.as_signed()
-    bits = v.as_unsigned()
-    top = ~Cat(hi.as_unsigned(), Const(0, max(0, len(v) - len(hi))))[:len(v)]
-    over = ~v[-1] & (bits & top).any()
-    under = v[-1] & (~bits & top).any()
+    over, under = format_tests(v, hi)
     clamped = Mux(over, hi, Mux(under, lo, v))
     return clamped[:max_width].as_signed(), over | under
+
+
+def format_tests(value: Value, hi: Value) -> tuple[Value, Value]:
+    """``(value > hi, value < lo)`` for the limits of a run-time format (:func:`saturate_format`),
+    as tests of ``value``'s bits from ``w - 1`` up."""
+    v = value.as_signed()
+    bits = v.as_unsigned()
+    top = ~Cat(hi.as_unsigned(), Const(0, max(0, len(v) - len(hi))))[:len(v)]
+    return ~v[-1] & (bits & top).any(), v[-1] & (~bits & top).any()
 
 
 class Rounder:

@@ -398,10 +398,12 @@ def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
 
 
 def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float = OOC_FREQ_MHZ,
-              seed: int | None = None) -> dict:
+              seed: int | None = None, route: bool = True) -> dict:
     """Place and route one component alone in the out-of-context harness
     (:class:`~zipsgd.hw.ooc.BlockOocTop`) into ``out_dir``; return the :func:`summarize`
     result with its worst path (:func:`critical_path`), the seed and the build's seconds.
+    Without ``route`` the figures are nextpnr's estimates after placement (for a block too
+    congested to route in reasonable time, to find its long paths).
 
     Raises
     ------
@@ -419,6 +421,7 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
     # (Without timing-driven rip-up: on a block that misses its clock the router would go on.)
     options = NEXTPNR_OPTIONS.replace(" --tmg-ripup", "") + ("" if seed is None
                                                               else f" --seed {seed}")
+    options += "" if route else " --no-route"
     plan = board_platform(board).build(
         BlockOocTop(make_block, freq_mhz=freq_mhz), name=name, do_build=False,
         nextpnr_opts=options,
@@ -434,7 +437,7 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
     _run_script(plan, out)
     report = json.loads((out / "report.json").read_text())
     summary = summarize(report)
-    summary.update({"critical_path": critical_path(report), "seed": seed,
+    summary.update({"critical_path": critical_path(report), "seed": seed, "routed": route,
                     "freq_mhz": freq_mhz, "build_seconds": round(time.monotonic() - started, 1)})
     _write_summary(out, summary)
     return summary

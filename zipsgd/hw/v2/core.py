@@ -22,7 +22,7 @@ the previous batch's update; DELAYED: the one before), so a pass holds at most t
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -216,10 +216,7 @@ class Core2(wiring.Component):
         # never passes it).
         ends = Cat(*seq.end) & rest
         upto_end = Signal(lanes)
-        seen = Const(0, 1)
-        for k in range(lanes):
-            m.d.comb += upto_end[k].eq(~seen)
-            seen = seen | ends[k]
+        m.d.comb += upto_end.eq(~(_prefix_or(ends) << 1)[:lanes])
         batch_lanes = Mux(in1 & ~ready_b, before1, Mux(in1, before2, (1 << lanes) - 1))
         take = Signal(lanes)
         m.d.comb += take.eq(rest & Mux(self.short_samples, upto_end, batch_lanes))
@@ -601,6 +598,16 @@ class Core2(wiring.Component):
 
 class _Bag:
     """Signals shared by the core's parts."""
+
+
+def _prefix_or(bits: Value) -> Value:
+    """Bit ``k``: the OR of ``bits[0..k]``, in ``log2(len(bits))`` levels (Kogge-Stone)."""
+    out = [bits[k] for k in range(len(bits))]
+    d = 1
+    while d < len(out):
+        out = [out[k] | out[k - d] if k >= d else out[k] for k in range(len(out))]
+        d <<= 1
+    return Cat(*out)
 
 
 def _or_words(values):

@@ -14,13 +14,14 @@ from zipsgd.spec.engine import DECAY_FRAC, DECAY_WIDTH, MODEL_STORAGE_WIDTH
 from zipsgd.spec.engine2 import FORWARD_WIDTH
 from zipsgd.spec.fixed import RAND_BITS, RoundingMode
 
-from ..arith import Product, Rounder, format_limits, saturate, saturate_format
+from ..arith import Product, Rounder, format_limits, format_tests, saturate
 
 __all__ = ["UpdateUnit", "LATENCY"]
 
-#: Cycles from the inputs to the outputs: gradient step (3), difference, saturation, decay
-#: product (2), decay rounding (2), difference, threshold, forward operand (3) and its clamp.
-LATENCY = 15
+#: Cycles from the inputs to the outputs: gradient step (3), difference, the saturation's tests
+#: and choice, decay product (2), decay rounding (2), difference, threshold, forward operand
+#: (3) and its clamp.
+LATENCY = 16
 _MAX_UPDATE_SHIFT = 40
 _MAX_FORWARD_SHIFT = 30
 
@@ -70,10 +71,14 @@ class UpdateUnit(wiring.Component):
         # to mw + 2 bits: the difference's carry chain stays short.)
         diff = Signal(signed(mw + 3))
         m.d.sync += diff.eq(word1 - saturate(step, mw + 2)[0])
-        x1, clipped = saturate_format(diff, hi_r, lo_r, mw)
+        # (The clamp's tests, then its choice: a cycle each.)
+        over_r, under_r, diff_r = Signal(), Signal(), Signal.like(diff)
+        over, under = format_tests(diff, hi_r)
+        m.d.sync += [over_r.eq(over), under_r.eq(under), diff_r.eq(diff)]
         x1r, clip_r = Signal(signed(mw)), Signal()
-        m.d.sync += [x1r.eq(x1), clip_r.eq(clipped)]
-        high2 = delay(high1, 2, "rand_high2")
+        m.d.sync += [x1r.eq(Mux(over_r, hi_r, Mux(under_r, lo_r, diff_r))[:mw]),
+                     clip_r.eq(over_r | under_r)]
+        high2 = delay(high1, 3, "rand_high2")
         # 3. x2 = x1 - round_m(eta x1, 24) (high random bits); eta < 1, so |x2| <= |x1|.
         eta = Signal(signed(DECAY_WIDTH + 1))
         m.d.sync += eta.eq(Cat(self.decay, Const(0, 1)).as_signed())
@@ -86,7 +91,9 @@ class UpdateUnit(wiring.Component):
         m.d.sync += x2.eq(x1q - decay)
         # 4. x3 = sign(x2) max(|x2| - tau, 0).
         x3 = Signal(signed(mw))
-        shrunk_pos, shrunk_neg = x2 - self.threshold, x2 + self.threshold
+        tau = Signal.like(self.threshold)
+        m.d.sync += tau.eq(self.threshold)
+        shrunk_pos, shrunk_neg = x2 - tau, x2 + tau
         m.d.sync += x3.eq(Mux(x2[-1], Mux(shrunk_neg[-1], shrunk_neg, 0),
                               Mux(shrunk_pos[-1], 0, shrunk_pos)))
         # 5. x_f = sat_18(round_half_even(x3, FL_m - FL_f)).
@@ -98,10 +105,10 @@ class UpdateUnit(wiring.Component):
         forward, fclip = saturate(rounded, FORWARD_WIDTH)
         x3d = delay(x3, lat5, "x3")
         middle = product.latency + lat3 + 1 + 1
-        valid = delay(self.valid, lat1 + 2 + middle + lat5, "valid")
+        valid = delay(self.valid, lat1 + 3 + middle + lat5, "valid")
         mclip = delay(clip_r, middle + lat5, "mclip")
         m.d.sync += [self.new_word.eq(x3d), self.forward.eq(forward),
                      self.forward_clipped.eq(fclip), self.model_clipped.eq(mclip),
                      self.out_valid.eq(valid)]
-        assert lat1 + 2 + middle + lat5 + 1 == LATENCY, (lat1, product.latency, lat3, lat5)
+        assert lat1 + 3 + middle + lat5 + 1 == LATENCY, (lat1, product.latency, lat3, lat5)
         return m
