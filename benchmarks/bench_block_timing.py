@@ -4,11 +4,13 @@ flip-flop of an LFSR chain, every output registered), at placement seeds 1-3: a 
 misses 125 MHz alone cannot make it in the core.  W = 64, N_max = 8192.  The cell counts
 include the harness (about a flip-flop per port bit).
 
-Run: ``python -m benchmarks block_timing`` (about ten minutes; builds in ``build/blocks/``).
+Run: ``python -m benchmarks block_timing`` (about fifteen minutes; builds in ``build/blocks/``);
+``python benchmarks/bench_block_timing.py segmented updater`` for some of the blocks.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
 from zipsgd.hw.synth import run_block
@@ -35,11 +37,14 @@ BLOCKS = {
 }
 
 
-def main():
+def main(names=()):
+    """Every block, or those whose name starts with one of ``names``."""
     print("| block | fmax seed 1 (MHz) | seeds 1-3 (MHz) | LUT4 | FF | MULT18X18D | DP16KD | "
           "build s |")
     print("|---|---|---|---|---|---|---|---|")
     for name, make in BLOCKS.items():
+        if names and not any(name.startswith(n) for n in names):
+            continue
         fmax, used, seconds = [], {}, 0.0
         for seed in SEEDS:
             start = time.perf_counter()
@@ -55,4 +60,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
