@@ -435,7 +435,8 @@ class Core2(wiring.Component):
         record = Cat(c.started, slast, gstarts, fb1, done_batches)
         with m.If(issue1):
             m.d.sync += c.started.eq(c.started + valid_starts)
-        # (Memories with a transparent read port keep Yosys's default collision behaviour.)
+        # (The records' read never meets their write: a record is fetched once written.  The
+        # replay memories' transparent read ports keep Yosys's default collision behaviour.)
         info = memory.Memory(shape=len(record), depth=LANE_CAPACITY, init=[])
         m.submodules.passes = info
         iw = info.write_port()

@@ -159,9 +159,9 @@ class Updater(wiring.Component):
         stage = select + 1                        # ... and to the units' input registers
 
         in_j0 = delay_line(m, j0, stage, "j0")
-        # The model words, read MODEL_READ_LATENCY cycles ahead of the sums: each bank is
-        # pieces of one block RAM's depth, each read into its own flip-flops, then the
-        # piece's word is chosen into another register (no look-up after a block RAM).
+        # The model words, read _READ_LATENCY cycles ahead of the sums: each bank is pieces
+        # of one block RAM's depth, each read into its own flip-flops, then two levels of
+        # ORs (no look-up after a block RAM).
         read_j0 = delay_line(m, j0, select - _READ_LATENCY, "read_j0")
         # The host's word m is feature j = m + 1: registered, with its write.
         host_j, host_we = Signal(jw), Signal()
