@@ -23,7 +23,7 @@ the previous batch's update; DELAYED: the one before), so a pass holds at most t
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
-from amaranth.lib import memory, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from zipsgd.spec.engine import DECAY_WIDTH, MODEL_STORAGE_WIDTH
@@ -43,11 +43,12 @@ from zipsgd.spec.stream import Encoding
 from ..arith import delay_line, popcount
 from ..core import UNUSED_COLLISION_ATTRIBUTE
 from ..rng import XorshiftBank
-from .gearbox import FieldGearbox, beat_layout, raw_word
+from .gearbox import SLOT_WIDTH, FieldGearbox, beat_layout, raw_word
 from .lane import FORWARD_LATENCY, GRADIENT_LATENCY, PRODUCT_WIDTH, TABLE_WIDTH, Lane
 from .sample import LABEL_WIDTH, SampleUnit
 from .sample import LATENCY as SAMPLE_LATENCY
 from .sequencer import WindowSequencer
+from .stage import WindowStage
 from .trees import GROUP, SegmentedSum
 from .updater import MODEL_READ_LATENCY, Updater
 
@@ -142,16 +143,59 @@ class Core2(wiring.Component):
         for k, lane in enumerate(self.lane):
             m.submodules[f"lane{k}"] = lane
         wiring.connect(m, wiring.flipped(self.beats), gb.beats)
-        ctl = self._control(m, gb, seq, upd)
-        fwd = self._forward(m, gb, seq, ctl)
+        head = self._stage(m, gb, seq)
+        ctl = self._control(m, gb, seq, head, upd)
+        fwd = self._forward(m, head, ctl)
         self._samples(m, seg, gens, fwd, ctl)
-        self._replay(m, seq, fwd, ctl)
+        self._replay(m, head, fwd, ctl)
         self._updates(m, upd, gens, ctl)
         self._host(m, upd)
         return m
 
+    # -- the window stage: the gearbox's slots and the sequencer's addresses, registered -----
+    def _stage(self, m, gb, seq):
+        """One :class:`~.stage.WindowStage` per group of lanes, beside it: the pass decision
+        only moves the stages' pointers, and the lanes' memory addresses come from registers
+        (``docs/HARDWARE.md``, "The window stage").  Returns the head window's fields."""
+        aw = (LANE_CAPACITY - 1).bit_length()
+        layout = data.StructLayout({
+            "slots": data.ArrayLayout(SLOT_WIDTH, GROUP), "addr": data.ArrayLayout(aw, GROUP),
+            "start": GROUP, "end": GROUP, "valid": GROUP, "last": 1, "final": 1})
+        h = _Bag()
+        h.slots, h.addr, h.start, h.end, h.valid = [], [], [], [], []
+        h.stages = []
+        for g in range(self.groups):
+            st = m.submodules[f"stage{g}"] = WindowStage(layout)
+            lanes = range(g * GROUP, (g + 1) * GROUP)
+            m.d.comb += [
+                st.i.valid.eq(gb.windows.valid & seq.ready),
+                st.i.payload.last.eq(gb.windows.payload.last), st.i.payload.final.eq(seq.final),
+                st.i.payload.start.eq(Cat(*(seq.start[k] for k in lanes))),
+                st.i.payload.end.eq(Cat(*(seq.end[k] for k in lanes))),
+                st.i.payload.valid.eq(Cat(*(seq.valid[k] for k in lanes))),
+                st.clear.eq(self.start & ~self.busy),
+            ]
+            for i, k in enumerate(lanes):
+                m.d.comb += [st.i.payload.slots[i].eq(gb.windows.payload.slots[k]),
+                             st.i.payload.addr[i].eq(seq.addr[k])]
+                h.slots.append(st.o.payload.slots[i])
+                h.addr.append(st.o.payload.addr[i])
+                h.start.append(st.o.payload.start[i])
+                h.end.append(st.o.payload.end[i])
+                h.valid.append(st.o.payload.valid[i])
+            h.stages.append(st)
+        first = h.stages[0]
+        # (All stages take the same windows, so the first one's handshake stands for all.)
+        room = first.i.ready & seq.ready
+        m.d.comb += [gb.windows.ready.eq(room), seq.advance.eq(room & gb.windows.valid)]
+        h.valid_window, h.last, h.final = first.o.valid, first.o.payload.last, \
+            first.o.payload.final
+        h.pop = Signal()
+        m.d.comb += [st.o.ready.eq(h.pop) for st in h.stages]
+        return h
+
     # -- the epoch's control: start, passes, batches, versions ------------------------------
-    def _control(self, m, gb, seq, upd):
+    def _control(self, m, gb, seq, h, upd):
         """Passes from small registers, each updated by one adder (``docs/HARDWARE.md``,
         "The pass control"): ``rest``, the lanes of the window not issued yet; ``rb1``/``rb2``,
         the next two batch boundaries from the window's first position; ``ahead``, the batches
@@ -190,11 +234,12 @@ class Core2(wiring.Component):
         m.d.sync += [steps[whole * 3 + n].eq(n * bp - (positions if whole else 0))
                      for whole in range(2) for n in range(3)]
 
-        # Which model version a batch reads (its parity chooses the forward buffer).
-        def need(batch):
-            return Mux(self.exact, batch, Mux(batch == 0, 0, batch - 1))
-
-        c.need = need
+        # The forward buffers of batches fb and fb + 1: the parity of the version each reads
+        # (EXACT: the batch's own; DELAYED: the one before, version 0 for batch 0), from fb's
+        # low bit and a flag for fb = 0, registers.
+        fb_zero = Signal()
+        c.buf_a = Mux(self.exact, c.fb[0], ~fb_zero & ~c.fb[0])
+        c.buf_b = Mux(self.exact, ~c.fb[0], c.fb[0])
         # Batch fb (fb + 1) may go when its version is ready or it is past the stream's end.
         ready_a = (~ahead[-1] & ahead.any()) | left[-1] | ~left.any()
         ready_b = (~ahead[-1] & ahead[1:].any()) | left[-1] | ~left[1:].any()
@@ -214,15 +259,20 @@ class Core2(wiring.Component):
         # boundary at most: a third batch's version cannot be ready), or, with samples shorter
         # than a group, up to the first sample end (a boundary is a sample start, so that end
         # never passes it).
-        ends = Cat(*seq.end) & rest
+        ends = Cat(*h.end) & rest
         upto_end = Signal(lanes)
         m.d.comb += upto_end.eq(~(_prefix_or(ends) << 1)[:lanes])
         batch_lanes = Mux(in1 & ~ready_b, before1, Mux(in1, before2, (1 << lanes) - 1))
         take = Signal(lanes)
         m.d.comb += take.eq(rest & Mux(self.short_samples, upto_end, batch_lanes))
         c.take = take
+        # Whole: the pass takes every lane left.  (``rest`` is a suffix of the used lanes and
+        # ``take`` a prefix of it, and rb1 is past rest's first lane, so this is
+        # ``~(rest & ~take).any()`` without waiting for ``take``.)
         whole = Signal()
-        m.d.comb += whole.eq(~(rest & ~take).any())
+        last_used = Mux(self.raw, 1 << (lanes - 4), 1 << (lanes - 1)) if lanes >= 4 else 1
+        m.d.comb += whole.eq(Mux(self.short_samples, ~(ends & ~last_used).any(),
+                                 ~in1 | (ready_b & ~in2)))
         # Boundaries crossed: from the flags (whole samples: at rb1 when it is in the window
         # and the pass reaches it; short samples: when no end is left before rb1).
         cross1, cross2 = Signal(), Signal()
@@ -239,7 +289,7 @@ class Core2(wiring.Component):
         # (Registered: a cycle late, so one pass more of margin.)
         m.d.sync += space.eq(((c.wp - c.rp) < LANE_CAPACITY - 9) &
                              (c.started + 2 * self.groups + 3 <= c.s_replayed + ring - 2))
-        window = gb.windows.valid & seq.ready
+        window = h.valid_window
         m.d.comb += c.issue.eq(c.running & ~c.refreshing & ~c.fwd_done & window & ready_a
                                & space)
         crossed = Cat(cross1 & ~cross2, cross2)                 # 0, 1 or 2 batches
@@ -250,27 +300,29 @@ class Core2(wiring.Component):
         m.d.sync += ahead.eq(ahead + c.version_up - Mux(c.issue, crossed, 0))
         with m.If(c.issue):
             m.d.sync += [c.wp.eq(c.wp + 1), c.fb.eq(c.fb + crossed), left.eq(left - crossed)]
+            with m.If(crossed.any()):
+                m.d.sync += fb_zero.eq(0)
             with m.If(whole):
                 m.d.sync += rest.eq(used)
-                with m.If(seq.final):
-                    m.d.sync += [c.fwd_done.eq(1), c.ended.eq(gb.windows.payload.last)]
-                with m.Elif(gb.windows.payload.last):
+                with m.If(h.final):
+                    m.d.sync += [c.fwd_done.eq(1), c.ended.eq(h.last)]
+                with m.Elif(h.last):
                     m.d.sync += [self.framing_error.eq(1), c.running.eq(0)]
             with m.Else():
                 m.d.sync += rest.eq(rest & ~take)
         # After the last window: one padding window may follow; it must end the stream.
-        drop = c.running & c.fwd_done & ~c.ended & gb.windows.valid
+        drop = c.running & c.fwd_done & ~c.ended & h.valid_window
         with m.If(drop):
             m.d.sync += c.ended.eq(1)
-            with m.If(~gb.windows.payload.last):
+            with m.If(~h.last):
                 m.d.sync += [self.framing_error.eq(1), c.running.eq(0)]
-        m.d.comb += [gb.windows.ready.eq((c.issue & whole) | drop),
-                     seq.advance.eq(c.issue & whole)]
+        m.d.comb += h.pop.eq((c.issue & whole) | drop)
         # (Last: a start sets the registers the passes step.)
         with m.If(self.start & ~self.busy):
             m.d.sync += [c.running.eq(1), c.refreshing.eq(1), c.fwd_done.eq(0),
                          c.ended.eq(0), rest.eq(used), rb1.eq(bp), rb2.eq(bp << 1),
                          ahead.eq(Mux(self.exact, 1, 2)), left.eq(self.batches), c.fb.eq(0),
+                         fb_zero.eq(1),
                          c.version.eq(0), c.ub.eq(0),
                          c.started.eq(0), c.grad_done.eq(0), c.s_replayed.eq(0),
                          c.wp.eq(0), c.rp.eq(0), self.framing_error.eq(0)]
@@ -289,38 +341,32 @@ class Core2(wiring.Component):
         return c
 
     # -- the forward pass: lanes, labels, the segmented sum ---------------------------------
-    def _forward(self, m, gb, seq, c):
+    def _forward(self, m, h, c):
         lanes = self.params.lanes
-        slots = gb.windows.payload.slots
+        slots = h.slots
         f = _Bag()
         f.valid = Signal(lanes)           # lanes of the issued pass
         f.second = Signal(lanes)          # lanes in the pass's second batch
-        f.after = Signal(lanes)           # a valid start in the lane's group at or before it
         f.start = Signal(lanes)
         f.end = Signal(lanes)
-        buf_a, buf_b = c.need(c.fb)[0], c.need(c.fb + 1)[0]
+        buf_a, buf_b = c.buf_a, c.buf_b
         # (A lane takes its field's validity a cycle after the field: from a register here.)
         valid1 = delay_line(m, f.valid, 1, "fwd_valid")
         for k, lane in enumerate(self.lane):
             m.d.comb += [
-                f.valid[k].eq(c.issue & seq.valid[k] & c.take[k]),
+                f.valid[k].eq(c.issue & h.valid[k] & c.take[k]),
                 f.second[k].eq(c.in1 & ~c.before1[k]),
-                f.start[k].eq(seq.start[k] & f.valid[k]),
-                f.end[k].eq(seq.end[k] & f.valid[k]),
+                f.start[k].eq(h.start[k] & f.valid[k]),
+                f.end[k].eq(h.end[k] & f.valid[k]),
                 lane.index_mask.eq(self.index_mask), lane.bit_select.eq(self.bit_select),
                 lane.double.eq(self.double_sampled), lane.per_feature.eq(self.per_feature),
                 lane.raw.eq(self.raw),
                 lane.fwd_valid.eq(valid1[k]), lane.fwd_slot.eq(slots[k]),
-                lane.fwd_addr.eq(seq.addr[k]),
+                lane.fwd_addr.eq(h.addr[k]),
                 lane.buffer.eq(Mux(f.second[k], buf_b, buf_a)),
             ]
             if k % 4 == 0:
                 m.d.comb += lane.raw_word.eq(raw_word([slots[k + i] for i in range(4)]))
-        for g in range(self.groups):
-            seen = 0
-            for k in range(g * GROUP, (g + 1) * GROUP):
-                seen = seen | f.start[k]
-                m.d.comb += f.after[k].eq(seen)
         # Labels: the start lane's two levels (or raw word), with the levels.
         start2 = delay_line(m, f.start, _LEVELS, "start")
         labels = []
@@ -382,8 +428,10 @@ class Core2(wiring.Component):
         with m.Else():
             m.d.sync += drawn.eq(drawn + rank)
         c.residual_steps = steps
-        # The loss and the counts.
-        loss = sum((Mux(u.out_valid, u.loss, 0) for u, _ in ring_writes), Const(0, 1))
+        # The loss and the counts.  The units' terms are summed in a tree with a register per
+        # level before the accumulator (the terms are never negative, so saturating the sum of
+        # a cycle's terms is saturating them one by one; the epoch ends long after its last).
+        loss = _sum_tree(m, [Mux(u.out_valid, u.loss, 0) for u, _ in ring_writes], "loss")
         acc = Signal(LOSS_ACC_WIDTH + 1)
         m.d.comb += acc.eq(self.loss_acc + loss)
         clips = popcount(Cat(*(u.out_valid & u.e_clipped for u, _ in ring_writes)))
@@ -412,7 +460,7 @@ class Core2(wiring.Component):
         c.e_done = self.samples
 
     # -- replays: gradient terms into the partials --------------------------------------------
-    def _replay(self, m, seq, f, c):
+    def _replay(self, m, h, f, c):
         groups = self.groups
         aw = (LANE_CAPACITY - 1).bit_length()
         rlog = (groups - 1).bit_length()
@@ -425,7 +473,7 @@ class Core2(wiring.Component):
         fb1 = delay_line(m, c.fb[:1], 1, "rec_fb")
         last_pass = Signal()
         after_fb = Signal(32)
-        m.d.sync += [last_pass.eq(c.whole & seq.final),
+        m.d.sync += [last_pass.eq(c.whole & h.final),
                      after_fb.eq(c.fb + c.crossed)]
         gstarts = Cat(*(start1[g * GROUP:(g + 1) * GROUP].any() for g in range(groups)))
         valid_starts = popcount(start1)
@@ -446,9 +494,16 @@ class Core2(wiring.Component):
         # the lane's levels.
         wp2 = delay_line(m, c.wp[:aw], _LEVELS, "wp")
         issue2 = delay_line(m, c.issue, _LEVELS, "issue_r")
+        # Per lane: a valid start in its group at or before it (from the registered starts).
+        after = Signal(len(start1))
+        for g in range(groups):
+            seen = 0
+            for k in range(g * GROUP, (g + 1) * GROUP):
+                seen = seen | start1[k]
+                m.d.comb += after[k].eq(seen)
         valid2, second2, after2 = (delay_line(m, f.valid, _LEVELS, "valid"),
                                    delay_line(m, f.second, _LEVELS, "second"),
-                                   delay_line(m, f.after, _LEVELS, "after"))
+                                   delay_line(m, after, _LEVELS - 1, "after"))
         written = Signal(32)
         with m.If(self.start & ~self.busy):
             m.d.sync += written.eq(0)
@@ -529,7 +584,7 @@ class Core2(wiring.Component):
                 w = mem.write_port()
                 r = mem.read_port(transparent_for=(w,))
                 m.d.comb += [w.en.eq(issue2), w.addr.eq(wp2),
-                             w.data.eq(Cat(lane.f2, delay_line(m, seq.addr[k], _LEVELS,
+                             w.data.eq(Cat(lane.f2, delay_line(m, h.addr[k], _LEVELS,
                                                            f"addr{k}"),
                                            valid2[k], second2[k], after2[k])),
                              r.addr.eq(c.rp[:aw])]
@@ -565,9 +620,13 @@ class Core2(wiring.Component):
             m.d.sync += launched.eq(1)
         with m.If(c.refreshing & launched & ~upd.busy):
             m.d.sync += c.refreshing.eq(0)
-        updating = Signal()
-        go = c.running & ~c.refreshing & ~updating & ~upd.busy & (c.ub < self.batches) \
-            & (c.grad_done > c.ub)
+        # The comparisons are registers, a cycle late: an update may start once ``ub`` has
+        # held still for a cycle (``settled``), and a late ``grad_done`` only delays it.
+        updating, settled = Signal(), Signal()
+        more, have = Signal(), Signal()
+        m.d.sync += [more.eq(c.ub < self.batches), have.eq(c.grad_done > c.ub),
+                     settled.eq(~updating)]
+        go = c.running & ~c.refreshing & ~updating & settled & ~upd.busy & more & have
         with m.If(go):
             m.d.comb += [upd.start.eq(1), upd.bank.eq(c.ub[0]), upd.buffer.eq(~c.ub[0])]
             m.d.sync += updating.eq(1)
@@ -609,6 +668,20 @@ def _prefix_or(bits: Value) -> Value:
         out = [out[k] | out[k - d] if k >= d else out[k] for k in range(len(out))]
         d <<= 1
     return Cat(*out)
+
+
+def _sum_tree(m, values, name):
+    """The sum of ``values`` (never negative), a register after each level of adders."""
+    level = 0
+    while len(values) > 1:
+        pairs = []
+        for i in range(0, len(values), 2):
+            total = values[i] + values[i + 1] if i + 1 < len(values) else values[i]
+            reg = Signal(len(Value.cast(total)), name=f"{name}{level}_{i // 2}")
+            m.d.sync += reg.eq(total)
+            pairs.append(reg)
+        values, level = pairs, level + 1
+    return values[0]
 
 
 def _or_words(values):
