@@ -222,8 +222,9 @@ class EngineModel2:
     (``python benchmarks/bench_throughput2.py``).
 
     The stream is a sequence of windows (``P`` fields, ``L * f / W`` beats each); the gearbox
-    holds one, so window ``w`` is there ``L f / W`` cycles after window ``w - 1`` was used.  A
-    window is used at once unless a batch starting in it needs a model version that is not
+    assembles one while the window stage holds ``buffered`` more, so window ``w`` is there
+    ``L f / W`` cycles after window ``w - 1``, and not before window ``w - buffered`` was used.
+    A window is used at once unless a batch starting in it needs a model version that is not
     ready (EXACT: the previous batch's; DELAYED: the one before); then the rest of it waits.
     Batch ``k``'s update begins at ``b_k = max(e_k + grad_latency, b_(k-1) + A + occupancy)``
     (``e_k``: its last pass; one update at a time; ``A``: the update's issue cycles) and its
@@ -237,6 +238,7 @@ class EngineModel2:
     update_latency: int = 31
     refresh: int = 35
     epoch_end: int = 2
+    buffered: int = 2
 
     def plan(self, n_features: int, layout: StreamLayout) -> tuple[int, int, float]:
         """``(A, P, window beats)``: the update's issue cycles (``(n + 1) / U``, ``U = W / 32``
@@ -282,9 +284,14 @@ class EngineModel2:
 
         ready.append(refreshed)
         used = 0.0
+        uses: list[float] = []                 # when each window was used
+        arrived = 0.0
         next_batch = 1
         for w in range(-(-total // positions)):
-            t = max(used + window_beats, refreshed) if w else max(window_beats, refreshed)
+            arrived = arrived + window_beats
+            if w >= self.buffered:
+                arrived = max(arrived, uses[w - self.buffered] + 1)
+            t = max(arrived, used + 1, refreshed) if w else max(arrived, refreshed)
             first, last = w * positions, min((w + 1) * positions, total)
             while next_batch < batches and next_batch * per_batch < last:
                 if next_batch * per_batch > first or w == 0:
@@ -294,6 +301,7 @@ class EngineModel2:
                 t = max(t, version_for(next_batch))
                 next_batch += 1
             used = t
+            uses.append(t)
         update(used)
         window_cycles = max(1.0, window_beats)
         t_batch = per_batch / positions * window_cycles

@@ -1,15 +1,17 @@
 """Engine v2's core: packed beats in, one epoch of mini-batch SGD on the on-chip model
 (``docs/HARDWARE.md``, "Engine v2"; bit-exact with ``zipsgd/golden/engine2.py``).
 
-Data flow, for a *pass* (the lanes ``[lo, hi)`` of a window, issued in cycle ``c``):
+Data flow, for a *pass* (the lanes ``[lo, hi)`` of a window, decided in cycle ``c`` from the
+window's flags):
 
-* ``c``: the gearbox's window and the sequencer's addresses reach the lanes;
-* ``c + 4`` (``FORWARD_LATENCY``): the products reach the segmented sum (the labels, from the
+* ``c + 1`` (``_LAG``): the gearbox's fields and the sequencer's addresses reach the lanes,
+  from the data stages;
+* ``c + 5`` (``+ FORWARD_LATENCY``): the products reach the segmented sum (the labels, from the
   start lanes' levels);
-* ``c + 13`` (``+ 14`` at W = 128: the segmented sum's ``latency``): each group closes at
+* ``c + 14`` (``+ 15`` at W = 128: the segmented sum's ``latency``): each group closes at
   most one sample: dot product and label to its sample unit, with the next output of residual
   generator ``s mod R``;
-* ``c + 22``: the scaled residual ``e`` of sample ``s`` is written into the residual ring;
+* ``c + 23``: the scaled residual ``e`` of sample ``s`` is written into the residual ring;
 * the lanes keep each field's second level and address in their *replay* memories; a pass is
   replayed (its gradient terms summed into the partials) once the residual of its last sample
   is in the ring;
@@ -40,7 +42,7 @@ from zipsgd.spec.engine2 import (
 from zipsgd.spec.fixed import RAND_BITS
 from zipsgd.spec.stream import Encoding
 
-from ..arith import delay_line, popcount
+from ..arith import delay_line, popcount, replicas
 from ..core import UNUSED_COLLISION_ATTRIBUTE
 from ..rng import XorshiftBank
 from .gearbox import SLOT_WIDTH, FieldGearbox, beat_layout, raw_word
@@ -59,8 +61,10 @@ _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
 RING_DEPTH = 32
 #: Cycles from a replay to its terms being in the partial memories.
 _REPLAY_LATENCY = 2 + GRADIENT_LATENCY
-#: Cycles from an issue to the lanes' levels (``first``, ``second``, ``f2``).
-_LEVELS = FORWARD_LATENCY - 1
+#: Cycles from a pass's decision to its fields at the lanes (the data stages' read).
+_LAG = 1
+#: Cycles from a pass's decision to the lanes' levels (``first``, ``second``, ``f2``).
+_LEVELS = _LAG + FORWARD_LATENCY - 1
 
 
 def _settings(params: EngineParams2, aw: int) -> dict:
@@ -152,46 +156,51 @@ class Core2(wiring.Component):
         self._host(m, upd)
         return m
 
-    # -- the window stage: the gearbox's slots and the sequencer's addresses, registered -----
+    # -- the window stages: the sequencer's flags beside the pass control, the gearbox's
+    # slots and the sequencer's addresses beside each group of lanes, a cycle behind --------
     def _stage(self, m, gb, seq):
-        """One :class:`~.stage.WindowStage` per group of lanes, beside it: the pass decision
-        only moves the stages' pointers, and the lanes' memory addresses come from registers
-        (``docs/HARDWARE.md``, "The window stage").  Returns the head window's fields."""
+        """Windows pass through :class:`~.stage.WindowStage`s (``docs/HARDWARE.md``, "The
+        window stage"): the flags' stage (two entries) beside the pass control, which pops it;
+        one data stage (four entries) beside each group of lanes, popped by a register a cycle
+        later, so that its head is the decided pass's window while the lanes read it (``_LAG``).
+        Returns the flags' head (``start``, ``end``, ``valid``, ``last``, ``final``) and the
+        data heads (``slots``, ``addr``)."""
+        lanes = self.params.lanes
         aw = (LANE_CAPACITY - 1).bit_length()
-        layout = data.StructLayout({
-            "slots": data.ArrayLayout(SLOT_WIDTH, GROUP), "addr": data.ArrayLayout(aw, GROUP),
-            "start": GROUP, "end": GROUP, "valid": GROUP, "last": 1, "final": 1})
+        begin = self.start & ~self.busy
         h = _Bag()
-        h.slots, h.addr, h.start, h.end, h.valid = [], [], [], [], []
-        h.stages = []
+        flags = m.submodules.flags = WindowStage(data.StructLayout({
+            "start": lanes, "end": lanes, "valid": lanes, "last": 1, "final": 1}))
+        push = flags.i.ready & seq.ready & gb.windows.valid
+        m.d.comb += [
+            flags.i.valid.eq(gb.windows.valid & seq.ready),
+            flags.i.payload.start.eq(Cat(*seq.start)), flags.i.payload.end.eq(Cat(*seq.end)),
+            flags.i.payload.valid.eq(Cat(*seq.valid)),
+            flags.i.payload.last.eq(gb.windows.payload.last),
+            flags.i.payload.final.eq(seq.final),
+            flags.clear.eq(begin),
+            gb.windows.ready.eq(flags.i.ready & seq.ready), seq.advance.eq(push),
+        ]
+        h.start, h.end, h.valid = flags.o.payload.start, flags.o.payload.end, \
+            flags.o.payload.valid
+        h.valid_window, h.last, h.final = flags.o.valid, flags.o.payload.last, \
+            flags.o.payload.final
+        h.pop = Signal()
+        m.d.comb += flags.o.ready.eq(h.pop)
+        # A data stage holds at most one window more than the flags' (its pop is a cycle
+        # late), so three at most: it always has room when the flags' stage has.
+        pops = replicas(m, "pop", h.pop, self.groups)
+        layout = data.StructLayout({"slots": data.ArrayLayout(SLOT_WIDTH, GROUP),
+                                    "addr": data.ArrayLayout(aw, GROUP)})
+        h.slots, h.addr = [], []
         for g in range(self.groups):
-            st = m.submodules[f"stage{g}"] = WindowStage(layout)
-            lanes = range(g * GROUP, (g + 1) * GROUP)
-            m.d.comb += [
-                st.i.valid.eq(gb.windows.valid & seq.ready),
-                st.i.payload.last.eq(gb.windows.payload.last), st.i.payload.final.eq(seq.final),
-                st.i.payload.start.eq(Cat(*(seq.start[k] for k in lanes))),
-                st.i.payload.end.eq(Cat(*(seq.end[k] for k in lanes))),
-                st.i.payload.valid.eq(Cat(*(seq.valid[k] for k in lanes))),
-                st.clear.eq(self.start & ~self.busy),
-            ]
-            for i, k in enumerate(lanes):
+            st = m.submodules[f"stage{g}"] = WindowStage(layout, depth=4)
+            m.d.comb += [st.i.valid.eq(push), st.o.ready.eq(pops[g]), st.clear.eq(begin)]
+            for i, k in enumerate(range(g * GROUP, (g + 1) * GROUP)):
                 m.d.comb += [st.i.payload.slots[i].eq(gb.windows.payload.slots[k]),
                              st.i.payload.addr[i].eq(seq.addr[k])]
                 h.slots.append(st.o.payload.slots[i])
                 h.addr.append(st.o.payload.addr[i])
-                h.start.append(st.o.payload.start[i])
-                h.end.append(st.o.payload.end[i])
-                h.valid.append(st.o.payload.valid[i])
-            h.stages.append(st)
-        first = h.stages[0]
-        # (All stages take the same windows, so the first one's handshake stands for all.)
-        room = first.i.ready & seq.ready
-        m.d.comb += [gb.windows.ready.eq(room), seq.advance.eq(room & gb.windows.valid)]
-        h.valid_window, h.last, h.final = first.o.valid, first.o.payload.last, \
-            first.o.payload.final
-        h.pop = Signal()
-        m.d.comb += [st.o.ready.eq(h.pop) for st in h.stages]
         return h
 
     # -- the epoch's control: start, passes, batches, versions ------------------------------
@@ -294,12 +303,17 @@ class Core2(wiring.Component):
                                & space)
         crossed = Cat(cross1 & ~cross2, cross2)                 # 0, 1 or 2 batches
         c.crossed = crossed
-        step = Signal(signed(34))
-        m.d.comb += step.eq(Array(steps)[Mux(c.issue & whole, 3, 0) + Mux(c.issue, crossed, 0)])
-        m.d.sync += [rb1.eq(rb1 + step), rb2.eq(rb2 + step)]
+        # Every outcome's next value is summed from registers beside the decision, which only
+        # chooses among them (no adder after the decision).
+        pick = Signal(3)
+        m.d.comb += pick.eq(Mux(c.issue & whole, 3, 0) + Mux(c.issue, crossed, 0))
+        for rb in (rb1, rb2):
+            m.d.sync += rb.eq(Array(rb + st for st in steps)[pick])
         m.d.sync += ahead.eq(ahead + c.version_up - Mux(c.issue, crossed, 0))
         with m.If(c.issue):
-            m.d.sync += [c.wp.eq(c.wp + 1), c.fb.eq(c.fb + crossed), left.eq(left - crossed)]
+            m.d.sync += [c.wp.eq(c.wp + 1),
+                         c.fb.eq(Array([c.fb, c.fb + 1, c.fb + 2])[crossed]),
+                         left.eq(Array([left, left - 1, left - 2])[crossed])]
             with m.If(crossed.any()):
                 m.d.sync += fb_zero.eq(0)
             with m.If(whole):
@@ -350,8 +364,11 @@ class Core2(wiring.Component):
         f.start = Signal(lanes)
         f.end = Signal(lanes)
         buf_a, buf_b = c.buf_a, c.buf_b
-        # (A lane takes its field's validity a cycle after the field: from a register here.)
-        valid1 = delay_line(m, f.valid, 1, "fwd_valid")
+        # (A lane takes its field's validity a cycle after the field, which comes ``_LAG``
+        # cycles after the decision; the buffer comes with the field.)
+        valid1 = delay_line(m, f.valid, _LAG + 1, "fwd_valid")
+        buffers = delay_line(m, Cat(*(Mux(f.second[k], buf_b, buf_a) for k in range(lanes))),
+                             _LAG, "fwd_buffer")
         for k, lane in enumerate(self.lane):
             m.d.comb += [
                 f.valid[k].eq(c.issue & h.valid[k] & c.take[k]),
@@ -363,7 +380,7 @@ class Core2(wiring.Component):
                 lane.raw.eq(self.raw),
                 lane.fwd_valid.eq(valid1[k]), lane.fwd_slot.eq(slots[k]),
                 lane.fwd_addr.eq(h.addr[k]),
-                lane.buffer.eq(Mux(f.second[k], buf_b, buf_a)),
+                lane.buffer.eq(buffers[k]),
             ]
             if k % 4 == 0:
                 m.d.comb += lane.raw_word.eq(raw_word([slots[k + i] for i in range(4)]))
@@ -385,9 +402,10 @@ class Core2(wiring.Component):
     def _samples(self, m, seg, gens, f, c):
         p = self.params
         groups, units = self.groups, p.update_units
-        m.d.comb += seg.valid.eq(delay_line(m, c.issue, FORWARD_LATENCY, "issue"))
-        starts = delay_line(m, f.start, FORWARD_LATENCY, "seg_start")
-        ends = delay_line(m, f.end, FORWARD_LATENCY, "seg_end")
+        products = _LAG + FORWARD_LATENCY       # from the decision to the lanes' products
+        m.d.comb += seg.valid.eq(delay_line(m, c.issue, products, "issue"))
+        starts = delay_line(m, f.start, products, "seg_start")
+        ends = delay_line(m, f.end, products, "seg_end")
         for k, lane in enumerate(self.lane):
             m.d.comb += [seg.products[k].eq(lane.product), seg.starts[k].eq(starts[k]),
                          seg.ends[k].eq(ends[k])]
@@ -474,7 +492,7 @@ class Core2(wiring.Component):
         last_pass = Signal()
         after_fb = Signal(32)
         m.d.sync += [last_pass.eq(c.whole & h.final),
-                     after_fb.eq(c.fb + c.crossed)]
+                     after_fb.eq(Array([c.fb, c.fb + 1, c.fb + 2])[c.crossed])]
         gstarts = Cat(*(start1[g * GROUP:(g + 1) * GROUP].any() for g in range(groups)))
         valid_starts = popcount(start1)
         slast = Signal(32)
@@ -584,7 +602,7 @@ class Core2(wiring.Component):
                 w = mem.write_port()
                 r = mem.read_port(transparent_for=(w,))
                 m.d.comb += [w.en.eq(issue2), w.addr.eq(wp2),
-                             w.data.eq(Cat(lane.f2, delay_line(m, h.addr[k], _LEVELS,
+                             w.data.eq(Cat(lane.f2, delay_line(m, h.addr[k], _LEVELS - _LAG,
                                                            f"addr{k}"),
                                            valid2[k], second2[k], after2[k])),
                              r.addr.eq(c.rp[:aw])]
