@@ -160,7 +160,7 @@ class Core2(wiring.Component):
     # slots and the sequencer's addresses beside each group of lanes, a cycle behind --------
     def _stage(self, m, gb, seq):
         """Windows pass through :class:`~.stage.WindowStage`s (``docs/HARDWARE.md``, "The
-        window stage"): the flags' stage (two entries) beside the pass control, which pops it;
+        window stages"): the flags' stage (two entries) beside the pass control, which pops it;
         one data stage (four entries) beside each group of lanes, popped by a register a cycle
         later, so that its head is the decided pass's window while the lanes read it (``_LAG``).
         Returns the flags' head (``start``, ``end``, ``valid``, ``last``, ``final``) and the

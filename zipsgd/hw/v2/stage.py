@@ -1,5 +1,5 @@
 """A stream stage of two (or four) entries whose ready is a register (``docs/HARDWARE.md``,
-"The window stage").
+"The window stages").
 
 The consumer's ``ready`` arrives late (the core's pass decision); here it only moves a read
 pointer and the count, never the enables of the payload's flip-flops.  The producer sees a
