@@ -146,7 +146,12 @@ class Core2(wiring.Component):
         self.lane = [Lane(LANE_CAPACITY, raw=k % 4 == 0) for k in range(lanes)]
         for k, lane in enumerate(self.lane):
             m.submodules[f"lane{k}"] = lane
-        wiring.connect(m, wiring.flipped(self.beats), gb.beats)
+        # An epoch begins the cycle after its ``start`` (``busy`` from then on): a register,
+        # with a copy for each part it clears, so no one flip-flop's reset spans the die.
+        parts = ["control", "gearbox", "sequencer", "flags", "samples", "replay", "updater",
+                 "host"] + [f"stage{g}" for g in range(groups)]
+        copies = replicas(m, "begin", self.start & ~self.busy, len(parts), reset_less=False)
+        self._begin = dict(zip(parts, copies, strict=True))
         head = self._stage(m, gb, seq)
         ctl = self._control(m, gb, seq, head, upd)
         fwd = self._forward(m, head, ctl)
@@ -167,7 +172,6 @@ class Core2(wiring.Component):
         data heads (``slots``, ``addr``)."""
         lanes = self.params.lanes
         aw = (LANE_CAPACITY - 1).bit_length()
-        begin = self.start & ~self.busy
         h = _Bag()
         flags = m.submodules.flags = WindowStage(data.StructLayout({
             "start": lanes, "end": lanes, "valid": lanes, "last": 1, "final": 1}))
@@ -178,7 +182,7 @@ class Core2(wiring.Component):
             flags.i.payload.valid.eq(Cat(*seq.valid)),
             flags.i.payload.last.eq(gb.windows.payload.last),
             flags.i.payload.final.eq(seq.final),
-            flags.clear.eq(begin),
+            flags.clear.eq(self._begin["flags"]),
             gb.windows.ready.eq(flags.i.ready & seq.ready), seq.advance.eq(push),
         ]
         h.start, h.end, h.valid = flags.o.payload.start, flags.o.payload.end, \
@@ -195,7 +199,8 @@ class Core2(wiring.Component):
         h.slots, h.addr = [], []
         for g in range(self.groups):
             st = m.submodules[f"stage{g}"] = WindowStage(layout, depth=4)
-            m.d.comb += [st.i.valid.eq(push), st.o.ready.eq(pops[g]), st.clear.eq(begin)]
+            m.d.comb += [st.i.valid.eq(push), st.o.ready.eq(pops[g]),
+                         st.clear.eq(self._begin[f"stage{g}"])]
             for i, k in enumerate(range(g * GROUP, (g + 1) * GROUP)):
                 m.d.comb += [st.i.payload.slots[i].eq(gb.windows.payload.slots[k]),
                              st.i.payload.addr[i].eq(seq.addr[k])]
@@ -231,8 +236,12 @@ class Core2(wiring.Component):
         pos_bits = (lanes - 1).bit_length()
         used = Signal(lanes)                   # the lanes that hold positions
         m.d.comb += used.eq(Mux(self.raw, int("0001" * (lanes // 4), 2), (1 << lanes) - 1))
-        m.d.comb += [gb.width.eq(self.field_width), gb.restart.eq(self.start & ~self.busy),
-                     seq.restart.eq(self.start & ~self.busy), seq.step.eq(self.step_addr),
+        # Beats are taken only while an epoch runs (a stream sent before its start waits).
+        m.d.comb += [gb.beats.valid.eq(self.beats.valid & c.running),
+                     self.beats.ready.eq(gb.beats.ready & c.running),
+                     gb.beats.payload.eq(self.beats.payload)]
+        m.d.comb += [gb.width.eq(self.field_width), gb.restart.eq(self._begin["gearbox"]),
+                     seq.restart.eq(self._begin["sequencer"]), seq.step.eq(self.step_addr),
                      seq.wrap.eq(self.wrap), seq.g_log2.eq(self.g_log2), seq.raw.eq(self.raw),
                      seq.last_window.eq(self.last_window), seq.last_valid.eq(self.last_valid)]
         # The boundaries' steps, registered (settings): c batches crossed, the window left or
@@ -332,7 +341,7 @@ class Core2(wiring.Component):
                 m.d.sync += [self.framing_error.eq(1), c.running.eq(0)]
         m.d.comb += h.pop.eq((c.issue & whole) | drop)
         # (Last: a start sets the registers the passes step.)
-        with m.If(self.start & ~self.busy):
+        with m.If(self._begin["control"]):
             m.d.sync += [c.running.eq(1), c.refreshing.eq(1), c.fwd_done.eq(0),
                          c.ended.eq(0), rest.eq(used), rb1.eq(bp), rb2.eq(bp << 1),
                          ahead.eq(Mux(self.exact, 1, 2)), left.eq(self.batches), c.fb.eq(0),
@@ -343,12 +352,12 @@ class Core2(wiring.Component):
 
         with m.If(gb.beats.valid & gb.beats.ready & c.running):
             m.d.sync += self.beats_read.eq(self.beats_read + 1)
-        with m.If(self.start & ~self.busy):
+        with m.If(self._begin["control"]):
             m.d.sync += self.beats_read.eq(0)
         # The epoch ends when every batch is updated and the stream has ended.
         finished = c.running & ~c.refreshing & c.fwd_done & c.ended & (c.ub == self.batches) \
             & ~upd.busy & (c.rp == c.wp)
-        m.d.comb += self.busy.eq(c.running)
+        m.d.comb += self.busy.eq(c.running | self._begin["host"])
         m.d.sync += self.done.eq(finished)
         with m.If(finished):
             m.d.sync += c.running.eq(0)
@@ -437,7 +446,7 @@ class Core2(wiring.Component):
                     m.d.comb += steps[r].eq(1)
             rank = rank + seg.closed_valid[g]
             ring_writes.append((unit, delay_line(m, s, SAMPLE_LATENCY, f"s{g}")))
-        with m.If(self.start & ~self.busy):
+        with m.If(self._begin["samples"]):
             m.d.sync += closed.eq(0)
         with m.Else():
             m.d.sync += closed.eq(closed + rank)
@@ -455,7 +464,7 @@ class Core2(wiring.Component):
         clips = popcount(Cat(*(u.out_valid & u.e_clipped for u, _ in ring_writes)))
         done = popcount(Cat(*(u.out_valid for u, _ in ring_writes)))
         lclip = Cat(*(u.out_valid & u.loss_clipped for u, _ in ring_writes)).any()
-        with m.If(self.start & ~self.busy):
+        with m.If(self._begin["samples"]):
             m.d.sync += [self.loss_acc.eq(0), self.loss_saturated.eq(0), self.samples.eq(0),
                          self.residual_saturations.eq(0)]
         with m.Else():
@@ -523,7 +532,7 @@ class Core2(wiring.Component):
                                    delay_line(m, f.second, _LEVELS, "second"),
                                    delay_line(m, after, _LEVELS - 1, "after"))
         written = Signal(32)
-        with m.If(self.start & ~self.busy):
+        with m.If(self._begin["replay"]):
             m.d.sync += written.eq(0)
         with m.Elif(issue2):
             m.d.sync += written.eq(written + 1)
@@ -563,7 +572,7 @@ class Core2(wiring.Component):
             m.d.sync += fp.eq(fp + 1)
         with m.If(replay):
             m.d.sync += [c.rp.eq(c.rp + 1), c.s_replayed.eq(r_started)]
-        with m.If(self.start & ~self.busy):
+        with m.If(self._begin["replay"]):
             m.d.sync += [fp.eq(0), full.eq(0), flight.eq(0), arrived.eq(0)]
         done_later = delay_line(m, Mux(replay, r_done, 0), _REPLAY_LATENCY, "done")
         with m.If(done_later > c.grad_done):
@@ -629,14 +638,19 @@ class Core2(wiring.Component):
                      "model_width", "rounding", "decay", "threshold", "raw"):
             m.d.comb += getattr(upd, name).eq(getattr(self, name))
         launched = Signal()
-        begin = self.start & ~self.busy
+        begin = self._begin["updater"]
         m.d.comb += upd.clear.eq(begin)
         with m.If(begin):
             m.d.sync += launched.eq(0)
+        # The updater's start and its pass's settings are registers (its ``busy`` follows a
+        # cycle later, so nothing waits on it while ``start`` is pending).
+        start, refresh, bank, buffer = Signal(), Signal(), Signal(), Signal()
+        m.d.comb += [upd.start.eq(start), upd.refresh.eq(refresh), upd.bank.eq(bank),
+                     upd.buffer.eq(buffer)]
+        m.d.sync += start.eq(0)
         with m.If(c.refreshing & ~launched & ~upd.busy):
-            m.d.comb += [upd.start.eq(1), upd.refresh.eq(1), upd.buffer.eq(0)]
-            m.d.sync += launched.eq(1)
-        with m.If(c.refreshing & launched & ~upd.busy):
+            m.d.sync += [start.eq(1), refresh.eq(1), buffer.eq(0), launched.eq(1)]
+        with m.If(c.refreshing & launched & ~upd.busy & ~start):
             m.d.sync += c.refreshing.eq(0)
         # The comparisons are registers, a cycle late: an update may start once ``ub`` has
         # held still for a cycle (``settled``), and a late ``grad_done`` only delays it.
@@ -646,9 +660,9 @@ class Core2(wiring.Component):
                      settled.eq(~updating)]
         go = c.running & ~c.refreshing & ~updating & settled & ~upd.busy & more & have
         with m.If(go):
-            m.d.comb += [upd.start.eq(1), upd.bank.eq(c.ub[0]), upd.buffer.eq(~c.ub[0])]
-            m.d.sync += updating.eq(1)
-        with m.If(updating & ~upd.busy & ~go):
+            m.d.sync += [start.eq(1), refresh.eq(0), bank.eq(c.ub[0]), buffer.eq(~c.ub[0]),
+                         updating.eq(1)]
+        with m.If(updating & ~upd.busy & ~start):
             m.d.sync += [updating.eq(0), c.ub.eq(c.ub + 1), c.version.eq(c.ub + 1)]
             m.d.comb += c.version_up.eq(1)
         m.d.comb += [self.updates.eq(c.ub), self.model_saturations.eq(upd.model_saturations),
@@ -665,13 +679,24 @@ class Core2(wiring.Component):
     def _host(self, m, upd):
         m.d.comb += [upd.host_we.eq(self.model_we & ~self.busy), upd.host_addr.eq(self.model_addr),
                      upd.host_wdata.eq(self.model_wdata), self.model_rdata.eq(upd.host_rdata)]
+        # The level writes: the port into registers, then each lane's write into registers
+        # (a copy per group of lanes), which the lanes register again beside their tables.
+        we, feature_in = Signal(), Signal.like(self.level_feature)
+        index, wdata = Signal.like(self.level_index), Signal.like(self.level_data)
+        m.d.sync += [we.eq(self.level_we & ~self.busy), feature_in.eq(self.level_feature),
+                     index.eq(self.level_index), wdata.eq(self.level_data)]
         g_mask = (Const(1, 8) << self.g_log2) - 1
-        feature = self.level_feature >> self.g_log2
-        addr = Mux(self.per_feature, Cat(feature[:7], self.level_index[:4]), self.level_index)
+        feature = feature_in >> self.g_log2
+        addr = Mux(self.per_feature, Cat(feature[:7], index[:4]), index)
+        lane_we = Signal(len(self.lane))
+        copies = [(replicas(m, f"level_addr{g}", addr, 1)[0],
+                   replicas(m, f"level_data{g}", wdata, 1)[0]) for g in range(self.groups)]
         for k, lane in enumerate(self.lane):
-            mine = ~self.per_feature | ((k & g_mask) == (self.level_feature & g_mask))
-            m.d.comb += [lane.cb_we.eq(self.level_we & ~self.busy & mine),
-                         lane.cb_addr.eq(addr), lane.cb_data.eq(self.level_data)]
+            mine = ~self.per_feature | ((k & g_mask) == (feature_in & g_mask))
+            m.d.sync += lane_we[k].eq(we & mine)
+            group_addr, group_data = copies[k // GROUP]
+            m.d.comb += [lane.cb_we.eq(lane_we[k]), lane.cb_addr.eq(group_addr),
+                         lane.cb_data.eq(group_data)]
 
 
 class _Bag:

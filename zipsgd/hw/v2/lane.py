@@ -44,7 +44,7 @@ TABLE_FEATURES = TABLE_DEPTH // 16
 #: ``F1 * x_f`` and ``e * F2``: |value| <= 2**25 (2**25 itself needs the 27th bit).
 PRODUCT_WIDTH = PRODUCT_LOG2 + 2
 #: Cycles from ``fwd`` to ``product`` (``first``, ``second`` one cycle earlier).
-FORWARD_LATENCY = 4
+FORWARD_LATENCY = 5
 #: Cycles from ``upd_addr`` to that word on ``partial``.
 PARTIAL_LATENCY = 2
 #: Cycles from ``bwd`` until its term is in the partial word (a read then gets it).
@@ -114,25 +114,40 @@ class Lane(wiring.Component):
         lo_addr = Mux(self.per_feature, Cat(feature, index[:4]), index)
         hi_addr = Mux(self.per_feature, Cat(feature, index[:4] + 1), index + 1)
 
+        # Cycle 0: every memory's address and write port into flip-flops, which the placer
+        # can put beside the block RAM (its pins are a route of their own from anywhere).
+        a_lo, a_hi = Signal(11), Signal(11)
+        a_x = Signal(self.addr_width + 1)
+        cb_we, cb_data = Signal(), Signal(signed(TABLE_WIDTH))
+        xf_we, xf_addr = Signal(), Signal(self.addr_width + 1)
+        xf_data = Signal(signed(FORWARD_WIDTH))
+        e_s1, e_s2, e_top = Signal(), Signal(), Signal()
+        m.d.sync += [a_lo.eq(Mux(self.cb_we, self.cb_addr, lo_addr)), a_hi.eq(hi_addr),
+                     a_x.eq(Cat(self.fwd_addr, self.buffer)),
+                     cb_we.eq(self.cb_we), cb_data.eq(self.cb_data),
+                     xf_we.eq(self.xf_we), xf_addr.eq(self.xf_addr), xf_data.eq(self.xf_data),
+                     e_s1.eq(s1), e_s2.eq(s2), e_top.eq(top)]
+
         m.submodules.levels = levels = memory.Memory(shape=signed(TABLE_WIDTH),
                                                      depth=TABLE_DEPTH, init=[], attrs=_MARK)
         la, lw, lb = levels.read_port(), levels.write_port(), levels.read_port()
-        m.d.comb += [la.addr.eq(Mux(self.cb_we, self.cb_addr, lo_addr)), lb.addr.eq(hi_addr),
-                     lw.addr.eq(la.addr), lw.en.eq(self.cb_we), lw.data.eq(self.cb_data)]
+        m.d.comb += [la.addr.eq(a_lo), lb.addr.eq(a_hi),
+                     lw.addr.eq(a_lo), lw.en.eq(cb_we), lw.data.eq(cb_data)]
         m.submodules.forward = words = memory.Memory(shape=signed(FORWARD_WIDTH),
                                                      depth=2 * self.capacity, init=[],
                                                      attrs=_MARK)
         xr, xw = words.read_port(), words.write_port()
-        m.d.comb += [xr.addr.eq(Cat(self.fwd_addr, self.buffer)),
-                     xw.addr.eq(self.xf_addr), xw.en.eq(self.xf_we), xw.data.eq(self.xf_data)]
+        m.d.comb += [xr.addr.eq(a_x),
+                     xw.addr.eq(xf_addr), xw.en.eq(xf_we), xw.data.eq(xf_data)]
 
         # Cycle 1: the memories' words into flip-flops (an invalid field's operand is 0: the
         # register's synchronous reset).
         la1, lb1 = Signal(signed(TABLE_WIDTH)), Signal(signed(TABLE_WIDTH))
         operand1 = Signal(signed(FORWARD_WIDTH))
         d_s1, d_s2, d_top, d_valid = Signal(), Signal(), Signal(), Signal()
-        m.d.sync += [d_s1.eq(s1), d_s2.eq(s2), d_top.eq(top)]
-        m.d.comb += d_valid.eq(self.fwd_valid)          # (one cycle after its slot)
+        m.d.sync += [d_s1.eq(e_s1), d_s2.eq(e_s2), d_top.eq(e_top)]
+        # (One cycle after its slot, so a cycle after the addresses' registers.)
+        m.d.sync += d_valid.eq(self.fwd_valid)
         m.d.sync += [la1.eq(la.data), lb1.eq(lb.data), operand1.eq(Mux(d_valid, xr.data, 0))]
         # Cycle 2: each sample's level.
         s1_2, s2_2, top2 = Signal(), Signal(), Signal()
@@ -146,14 +161,14 @@ class Lane(wiring.Component):
             # multiplier's operand is chosen before its register (a DSP input waits for no
             # look-up).
             raw = self.raw_word
-            for i in range(2):
+            for i in range(3):
                 nxt = Signal(signed(FORWARD_WIDTH), name=f"raw{i + 1}")
                 m.d.sync += nxt.eq(raw)
                 raw = nxt
-            raw3 = Signal(signed(FORWARD_WIDTH))
+            raw_f2 = Signal(signed(FORWARD_WIDTH))
             f1 = Signal(signed(FORWARD_WIDTH))
-            m.d.sync += [raw3.eq(raw), f1.eq(Mux(self.raw, raw, Mux(s1_2, upper, la1)))]
-            m.d.comb += self.f2.eq(Mux(self.raw, raw3, self.second))
+            m.d.sync += [raw_f2.eq(raw), f1.eq(Mux(self.raw, raw, Mux(s1_2, upper, la1)))]
+            m.d.comb += self.f2.eq(Mux(self.raw, raw_f2, self.second))
         else:
             f1 = self.first
             m.d.comb += self.f2.eq(self.second)
