@@ -37,6 +37,7 @@ from .arith import REPLICA_ATTRIBUTE
 from .boards import BOARDS, EngineBoardTop, board_platform
 from .core import UNUSED_COLLISION_ATTRIBUTE
 from .ooc import BlockOocTop, EngineOocTop
+from .placed_timing import placed_paths
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoints",
            "run_block", "critical_path",
@@ -403,7 +404,8 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
     (:class:`~zipsgd.hw.ooc.BlockOocTop`) into ``out_dir``; return the :func:`summarize`
     result with its worst path (:func:`critical_path`), the seed and the build's seconds.
     Without ``route`` the figures are nextpnr's estimates after placement (for a block too
-    congested to route in reasonable time, to find its long paths).
+    congested to route in reasonable time), and ``placed_paths`` its ten worst endpoints by
+    nextpnr's placement estimate (:func:`~zipsgd.hw.placed_timing.placed_paths`).
 
     Raises
     ------
@@ -421,7 +423,8 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
     # (Without timing-driven rip-up: on a block that misses its clock the router would go on.)
     options = NEXTPNR_OPTIONS.replace(" --tmg-ripup", "") + ("" if seed is None
                                                               else f" --seed {seed}")
-    options += "" if route else " --no-route"
+    # (Unrouted: the placed netlist, whose paths ``placed_timing`` estimates.)
+    options += "" if route else " --no-route --write placed.json"
     plan = board_platform(board).build(
         BlockOocTop(make_block, freq_mhz=freq_mhz), name=name, do_build=False,
         nextpnr_opts=options,
@@ -439,6 +442,8 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
     summary = summarize(report)
     summary.update({"critical_path": critical_path(report), "seed": seed, "routed": route,
                     "freq_mhz": freq_mhz, "build_seconds": round(time.monotonic() - started, 1)})
+    if not route:
+        summary["placed_paths"] = placed_paths(out / "placed.json", 10)
     _write_summary(out, summary)
     return summary
 

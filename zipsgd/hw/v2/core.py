@@ -106,7 +106,9 @@ def core_settings(config: RunConfig2, plan: LanePlan, per_feature: bool = False)
 
 class Core2(wiring.Component):
     """Engine v2 without its register file: settings as ports (held while ``busy``),
-    ``start`` begins an epoch, ``done`` pulses at its end; the status counts are the epoch's.
+    ``start`` begins an epoch in the next cycle (``busy`` from then on), ``done`` pulses at its
+    end; the status counts are the epoch's.  Beats are taken only while busy: a stream
+    offered before its epoch's start waits.
 
     The host's ports (while idle): ``seed``/``seed_load``; the model (word ``m``);
     the level tables (feature ``j``, level ``q``; one shared table when ``per_feature`` is 0).

@@ -1,0 +1,139 @@
+"""The longest paths of a placed ECP5 design, before routing.
+
+nextpnr reports a placed design's estimated fmax but no path (``--no-route``), and a design
+too congested to route in reasonable time never gets one.  This walks the placed netlist
+(``nextpnr-ecp5 --write``) with nextpnr's own placement estimate for every net
+(``Arch::predictDelay``: 0.12 ns x (3 + the tiles beyond five + twice those within five), per
+axis, at speed 6; no delay on carry and slice-internal links) and nominal cell delays, and
+returns the worst endpoints with their paths.  Its times rank paths like nextpnr's estimate;
+they are not a timing sign-off (``docs/HARDWARE.md``, "Timing").
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+from pathlib import Path
+
+__all__ = ["net_estimate_ns", "placed_paths"]
+
+#: nextpnr's per-unit estimate at speed 6 (``120 - 22 * speed`` ps, speed 6 is 0).
+UNIT_NS = 0.120
+#: Sequential cells: paths start at their outputs and end at their inputs.
+_SEQUENTIAL = {"TRELLIS_FF", "DP16KD", "PDPW16KD", "MULT18X18D", "ALU54B", "TRELLIS_IO",
+               "DCCA", "EHXPLLL", "IOLOGIC", "SIOLOGIC"}
+#: Cells whose outputs are not paths: clock buffers (the reset of a harness), constants.
+_NOT_SOURCES = {"DCCA", "EHXPLLL", "VHI", "VLO"}
+_CLOCK_PORTS = {"CLK", "WCK", "CLKA", "CLKB", "CLKI", "CLKW", "CLKR", "CLK0", "CLK1", "CLK2",
+                "CLK3"}
+#: Nominal delays (ns): clock to output, setup, through a LUT or carry cell.
+_LAUNCH = {"TRELLIS_FF": 0.45, "DP16KD": 4.6, "PDPW16KD": 4.6, "MULT18X18D": 1.0}
+_SETUP = {"TRELLIS_FF": 0.1, "DP16KD": 0.2, "PDPW16KD": 0.2, "MULT18X18D": 3.5}
+
+
+def net_estimate_ns(driver: tuple[int, int], sink: tuple[int, int], driver_port: str = "",
+                    sink_port: str = "") -> float:
+    """nextpnr-ecp5's placement estimate of a net from ``driver`` to ``sink`` (tile x, y)."""
+    if (driver_port == "FCO" and sink_port == "FCI") or sink_port in ("FXA", "FXB") or \
+            (driver_port == "F" and sink_port == "DI"):
+        return 0.0
+    dx, dy = abs(driver[0] - sink[0]), abs(driver[1] - sink[1])
+    units = 3 + max(dx - 5, 0) + max(dy - 5, 0) + 2 * (min(dx, 5) + min(dy, 5))
+    return UNIT_NS * units
+
+
+def _through(cell_type: str, pin: str, out: str) -> float:
+    if cell_type == "TRELLIS_COMB":
+        if pin == "FCI":
+            return 0.05 if out == "FCO" else 0.25
+        return {"FCO": 0.4, "OFX": 0.35}.get(out, 0.25)
+    return 0.1
+
+
+def placed_paths(placed: str | Path | dict, count: int = 10,
+                 match: str | None = None) -> list[dict]:
+    """The ``count`` worst endpoints of a placed design (one per start and end pair), each
+    ``{"ns", "endpoint", "port", "path"}`` with ``path`` a list of ``{"ns", "cell", "type",
+    "port", "tile"}`` from the start; ``match`` (a regular expression) keeps the endpoints
+    whose ``cell.port`` it finds."""
+    design = placed if isinstance(placed, dict) else json.loads(Path(placed).read_text())
+    cells = design["modules"]["top"]["cells"]
+    tile, ins, outs = {}, collections.defaultdict(list), collections.defaultdict(list)
+    driver, sinks = {}, collections.defaultdict(list)
+    for name, cell in cells.items():
+        bel = re.match(r"X(\d+)/Y(\d+)", cell.get("attributes", {}).get("NEXTPNR_BEL", ""))
+        tile[name] = (int(bel.group(1)), int(bel.group(2))) if bel else (0, 0)
+        directions = cell.get("port_directions", {})
+        for port, bits in cell["connections"].items():
+            for bit in bits:
+                if isinstance(bit, str):             # a constant
+                    continue
+                if directions.get(port) == "output":
+                    driver[bit] = (name, port)
+                    outs[name].append((port, bit))
+                else:
+                    sinks[bit].append((name, port))
+                    ins[name].append((port, bit))
+    arrival, via, pin_arrival = {}, {}, {}
+    pending = {name: sum(1 for port, bit in ins[name] if bit in driver and port not in _CLOCK_PORTS)
+               for name, cell in cells.items() if cell["type"] not in _SEQUENTIAL}
+    ready = collections.deque(name for name, n in pending.items() if n == 0)
+    never = float("-inf")
+
+    def reach(bit):
+        """Carry ``bit``'s arrival to its sinks' pins; queue the cells it completes."""
+        src, src_port = driver[bit]
+        for name, port in sinks[bit]:
+            if port in _CLOCK_PORTS:
+                continue
+            t = arrival[bit] + net_estimate_ns(tile[src], tile[name], src_port, port)
+            if t > pin_arrival.get((name, port), (never,))[0]:
+                pin_arrival[(name, port)] = (t, bit)
+            if name in pending:
+                pending[name] -= 1
+                if pending[name] == 0:
+                    ready.append(name)
+
+    for name, cell in cells.items():
+        if cell["type"] in _SEQUENTIAL:
+            for port, bit in outs[name]:
+                arrival[bit] = never if cell["type"] in _NOT_SOURCES else \
+                    _LAUNCH.get(cell["type"], 0.5)
+                via[bit] = (name, port, None)
+                reach(bit)
+    while ready:
+        name = ready.popleft()
+        kind = cells[name]["type"]
+        for out, bit in outs[name]:
+            best, best_pin = never, None
+            for pin, _ in ins[name]:
+                if (name, pin) in pin_arrival:
+                    t = pin_arrival[(name, pin)][0] + _through(kind, pin, out)
+                    if t > best:
+                        best, best_pin = t, pin
+            arrival[bit], via[bit] = best, (name, out, best_pin)
+            reach(bit)
+    pattern = re.compile(match) if match else None
+    ends = sorted(((t + _SETUP.get(cells[name]["type"], 0.1), name, port, bit)
+                   for (name, port), (t, bit) in pin_arrival.items()
+                   if cells[name]["type"] in _SEQUENTIAL and port not in _CLOCK_PORTS
+                   and t > 0 and (pattern is None or pattern.search(f"{name}.{port}"))),
+                  reverse=True)
+    out, seen = [], set()
+    for t, name, port, bit in ends:
+        if len(out) >= count:
+            break
+        path = []
+        while bit is not None:
+            cell, cell_port, pin = via[bit]
+            path.append({"ns": round(arrival[bit], 2), "cell": cell,
+                         "type": cells[cell]["type"], "port": cell_port, "tile": tile[cell]})
+            bit = pin_arrival[(cell, pin)][1] if pin is not None else None
+        path.reverse()
+        key = (path[0]["cell"], name)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append({"ns": round(t, 2), "endpoint": name, "port": port, "path": path})
+    return out
