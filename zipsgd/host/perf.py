@@ -234,10 +234,10 @@ class EngineModel2:
 
     bus_width: int = 64
     grad_latency: int = 30
-    occupancy: int = 30
-    update_latency: int = 34
-    refresh: int = 32
-    epoch_end: int = 0
+    occupancy: int = 31
+    update_latency: int = 36
+    refresh: int = 33
+    epoch_end: int = 1
     buffered: int = 2
 
     def plan(self, n_features: int, layout: StreamLayout) -> tuple[int, int, float]:

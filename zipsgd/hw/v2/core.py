@@ -380,15 +380,21 @@ class Core2(wiring.Component):
         valid1 = delay_line(m, f.valid, _LAG + 1, "fwd_valid")
         buffers = delay_line(m, Cat(*(Mux(f.second[k], buf_b, buf_a) for k in range(lanes))),
                              _LAG, "fwd_buffer")
+        # The lanes' settings, a copy per group of lanes (settings hold while busy, and an
+        # epoch begins a cycle after its start).
+        names = ("index_mask", "bit_select", "double_sampled", "per_feature", "raw")
+        local = [{n: replicas(m, f"{n}_g{g}", getattr(self, n), 1)[0] for n in names}
+                 for g in range(self.groups)]
         for k, lane in enumerate(self.lane):
+            mine = local[k // GROUP]
             m.d.comb += [
                 f.valid[k].eq(c.issue & h.valid[k] & c.take[k]),
                 f.second[k].eq(c.in1 & ~c.before1[k]),
                 f.start[k].eq(h.start[k] & f.valid[k]),
                 f.end[k].eq(h.end[k] & f.valid[k]),
-                lane.index_mask.eq(self.index_mask), lane.bit_select.eq(self.bit_select),
-                lane.double.eq(self.double_sampled), lane.per_feature.eq(self.per_feature),
-                lane.raw.eq(self.raw),
+                lane.index_mask.eq(mine["index_mask"]), lane.bit_select.eq(mine["bit_select"]),
+                lane.double.eq(mine["double_sampled"]), lane.per_feature.eq(mine["per_feature"]),
+                lane.raw.eq(mine["raw"]),
                 lane.fwd_valid.eq(valid1[k]), lane.fwd_slot.eq(slots[k]),
                 lane.fwd_addr.eq(h.addr[k]),
                 lane.buffer.eq(buffers[k]),
