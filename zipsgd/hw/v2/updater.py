@@ -38,9 +38,10 @@ from .update import UpdateUnit
 __all__ = ["Updater", "lane_classes", "MODEL_READ_LATENCY"]
 
 _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
-#: Cycles from a model read's address to its word: a block RAM's read goes into a flip-flop
-#: (0 unless its piece is the one read), then two levels of ORs of four pieces.
-_READ_LATENCY = 4
+#: Cycles from a model read's address to its word: the address into each piece's own
+#: register (beside its block RAM), the read into a flip-flop (0 unless its piece is the one
+#: read), then two levels of ORs of four pieces.
+_READ_LATENCY = 5
 #: Cycles from ``host_addr`` to that word on ``host_rdata`` (the address is registered first).
 MODEL_READ_LATENCY = _READ_LATENCY + 1
 #: Model words a piece of a bank holds: one DP16KD (512 x 36).
@@ -175,14 +176,16 @@ class Updater(wiring.Component):
         pieces = -(-self.bank_depth // _PIECE)
         for b in range(units):
             ports = []
-            # (The piece's one-hot choice, a cycle after the address, beside the read.)
-            piece = delay_line(m, read_addr[_PIECE_BITS:], 1, f"read_piece{b}")
+            # (The piece's choice, two cycles after the address, beside the read.)
+            piece = delay_line(m, read_addr[_PIECE_BITS:], 2, f"read_piece{b}")
             for i in range(pieces):
                 mem = memory.Memory(shape=signed(MODEL_STORAGE_WIDTH), depth=_PIECE, init=[],
                                     attrs=_MARK)
                 m.submodules[f"model{b}_{i}"] = mem
                 r, w = mem.read_port(), mem.write_port()
-                m.d.comb += r.addr.eq(read_addr[:_PIECE_BITS])
+                # (Each piece's address and write from its own registers, beside it.)
+                m.d.comb += r.addr.eq(delay_line(m, read_addr[:_PIECE_BITS], 1,
+                                                 f"read_addr{b}_{i}"))
                 # The word, or 0 unless its piece is the one read: the flip-flops' reset.
                 word = Signal(signed(MODEL_STORAGE_WIDTH), name=f"model_word{b}_{i}")
                 m.d.sync += word.eq(Mux(piece == i, r.data, 0))
@@ -264,8 +267,10 @@ class Updater(wiring.Component):
             addr = Mux(busy, Mux(wide, j >> ushift, out_j0 >> ushift), host_j >> ushift)
             data = Mux(busy, Mux(wide, unit.new_word, outs[0][0].new_word), host_wdata)
             for i, (_, w, _) in enumerate(ports):
-                m.d.comb += [w.en.eq(enable & (addr[_PIECE_BITS:] == i)),
-                             w.addr.eq(addr[:_PIECE_BITS]), w.data.eq(data)]
+                port = delay_line(m, Cat(enable & (addr[_PIECE_BITS:] == i),
+                                         addr[:_PIECE_BITS], data), 1, f"write{b}_{i}")
+                m.d.comb += [w.en.eq(port[0]), w.addr.eq(port[1:1 + _PIECE_BITS]),
+                             w.data.eq(port[1 + _PIECE_BITS:])]
         # Counts: a word that saturated (not in a refresh; the label word never does).
         mclips = Cat(*(unit.out_valid & unit.model_clipped for unit, _ in outs))
         fclips = Cat(*(unit.out_valid & unit.forward_clipped for unit, _ in outs))
