@@ -47,3 +47,20 @@ def test_longest_path_through_a_placed_netlist():
     assert worst[0]["ns"] == pytest.approx(expected, abs=0.01)
     assert [step["cell"] for step in worst[0]["path"]] == ["k", "lut"]
     assert placed_paths(design, count=5, match=r"^near\.")[0]["endpoint"] == "near"
+
+
+def test_a_slices_mux_halves_are_no_loop():
+    # Half A's F feeds half B's F1 (B's OFX = mux(F, F1)), and B's OFX feeds A's FXA (A's OFX):
+    # cell by cell a loop, pin by pin none.
+    cells = {
+        "q": cell("TRELLIS_FF", 0, 0, {"CLK": ("input", [1]), "Q": ("output", [2])}),
+        "a": cell("TRELLIS_COMB", 1, 0, {"A": ("input", [2]), "FXA": ("input", [4]),
+                                         "F": ("output", [3]), "OFX": ("output", [5])}),
+        "b": cell("TRELLIS_COMB", 1, 0, {"A": ("input", [2]), "F1": ("input", [3]),
+                                         "OFX": ("output", [4])}),
+        "d": cell("TRELLIS_FF", 1, 0, {"CLK": ("input", [1]), "M": ("input", [5]),
+                                       "Q": ("output", [6])}),
+    }
+    worst = placed_paths({"modules": {"top": {"cells": cells}}}, count=1)
+    assert worst[0]["endpoint"] == "d"
+    assert [step["cell"] for step in worst[0]["path"]] == ["q", "a", "b", "a"]

@@ -22,9 +22,14 @@ __all__ = ["net_estimate_ns", "placed_paths"]
 UNIT_NS = 0.120
 #: Sequential cells: paths start at their outputs and end at their inputs.
 _SEQUENTIAL = {"TRELLIS_FF", "DP16KD", "PDPW16KD", "MULT18X18D", "ALU54B", "TRELLIS_IO",
-               "DCCA", "EHXPLLL", "IOLOGIC", "SIOLOGIC"}
+               "DCCA", "EHXPLLL", "IOLOGIC", "SIOLOGIC", "TRELLIS_RAMW"}
+#: A distributed RAM's write pins (its read, A-D to F, is a look-up).
+_RAM_WRITE = {"WD", "WAD0", "WAD1", "WAD2", "WAD3", "WRE"}
+#: A slice half's outputs and the inputs that reach them (the carry, FCI, aside).
+_FEEDS = {"F": {"A", "B", "C", "D"}, "FCO": {"A", "B", "C", "D"},
+          "OFX": {"A", "B", "C", "D", "M", "F1", "FXA", "FXB"}}
 #: Cells whose outputs are not paths: clock buffers (the reset of a harness), constants.
-_NOT_SOURCES = {"DCCA", "EHXPLLL", "VHI", "VLO"}
+_NOT_SOURCES = {"DCCA", "EHXPLLL", "VHI", "VLO", "TRELLIS_RAMW"}
 _CLOCK_PORTS = {"CLK", "WCK", "CLKA", "CLKB", "CLKI", "CLKW", "CLKR", "CLK0", "CLK1", "CLK2",
                 "CLK3"}
 #: Nominal delays (ns): clock to output, setup, through a LUT or carry cell.
@@ -53,7 +58,8 @@ def _through(cell_type: str, pin: str, out: str) -> float:
 
 def placed_paths(placed: str | Path | dict, count: int = 10,
                  match: str | None = None) -> list[dict]:
-    """The ``count`` worst endpoints of a placed design (one per start and end pair), each
+    """The ``count`` worst endpoints of a placed design (one per start and end pair; a
+    distributed RAM's write is an endpoint, its read a look-up), each
     ``{"ns", "endpoint", "port", "path"}`` with ``path`` a list of ``{"ns", "cell", "type",
     "port", "tile"}`` from the start; ``match`` (a regular expression) keeps the endpoints
     whose ``cell.port`` it finds."""
@@ -75,14 +81,37 @@ def placed_paths(placed: str | Path | dict, count: int = 10,
                 else:
                     sinks[bit].append((name, port))
                     ins[name].append((port, bit))
+    ram = {name for name, cell in cells.items()
+           if cell["type"] == "TRELLIS_COMB" and cell["connections"].get("WCK")}
+
+    def endpoint(name, port):
+        return cells[name]["type"] in _SEQUENTIAL or (name in ram and port in _RAM_WRITE)
+
+    def feeds(name, pin, out):
+        """Input ``pin`` of a look-up cell reaches output ``out`` (a slice's halves feed each
+        other's muxes, F1 and FXA/FXB to OFX, so cell by cell they would be a loop)."""
+        if pin in _CLOCK_PORTS or endpoint(name, pin):
+            return False
+        if cells[name]["type"] != "TRELLIS_COMB":
+            return True
+        return pin in _FEEDS.get(out, ()) or (pin == "FCI" and out in ("F", "FCO"))
+
     arrival, via, pin_arrival = {}, {}, {}
-    pending = {name: sum(1 for port, bit in ins[name] if bit in driver and port not in _CLOCK_PORTS)
-               for name, cell in cells.items() if cell["type"] not in _SEQUENTIAL}
-    ready = collections.deque(name for name, n in pending.items() if n == 0)
+    # Per look-up output: the inputs with a driver it still waits for.
+    pending = {(name, out): sum(1 for pin, bit in ins[name] if bit in driver
+                                and feeds(name, pin, out))
+               for name, cell in cells.items() if cell["type"] not in _SEQUENTIAL
+               for out, _ in outs[name]}
+    waiting = collections.defaultdict(list)       # (cell, input) -> outputs it feeds
+    for (name, out) in pending:
+        for pin, _ in ins[name]:
+            if feeds(name, pin, out):
+                waiting[(name, pin)].append(out)
+    ready = collections.deque(key for key, n in pending.items() if n == 0)
     never = float("-inf")
 
     def reach(bit):
-        """Carry ``bit``'s arrival to its sinks' pins; queue the cells it completes."""
+        """Carry ``bit``'s arrival to its sinks' pins; queue the outputs it completes."""
         src, src_port = driver[bit]
         for name, port in sinks[bit]:
             if port in _CLOCK_PORTS:
@@ -90,10 +119,10 @@ def placed_paths(placed: str | Path | dict, count: int = 10,
             t = arrival[bit] + net_estimate_ns(tile[src], tile[name], src_port, port)
             if t > pin_arrival.get((name, port), (never,))[0]:
                 pin_arrival[(name, port)] = (t, bit)
-            if name in pending:
-                pending[name] -= 1
-                if pending[name] == 0:
-                    ready.append(name)
+            for out in waiting.get((name, port), ()):
+                pending[(name, out)] -= 1
+                if pending[(name, out)] == 0:
+                    ready.append((name, out))
 
     for name, cell in cells.items():
         if cell["type"] in _SEQUENTIAL:
@@ -102,22 +131,22 @@ def placed_paths(placed: str | Path | dict, count: int = 10,
                     _LAUNCH.get(cell["type"], 0.5)
                 via[bit] = (name, port, None)
                 reach(bit)
+    out_bits = {(name, port): bit for name in cells for port, bit in outs[name]}
     while ready:
-        name = ready.popleft()
-        kind = cells[name]["type"]
-        for out, bit in outs[name]:
-            best, best_pin = never, None
-            for pin, _ in ins[name]:
-                if (name, pin) in pin_arrival:
-                    t = pin_arrival[(name, pin)][0] + _through(kind, pin, out)
-                    if t > best:
-                        best, best_pin = t, pin
-            arrival[bit], via[bit] = best, (name, out, best_pin)
-            reach(bit)
+        name, out = ready.popleft()
+        bit = out_bits[(name, out)]
+        best, best_pin = never, None
+        for pin, _ in ins[name]:
+            if (name, pin) in pin_arrival and feeds(name, pin, out):
+                t = pin_arrival[(name, pin)][0] + _through(cells[name]["type"], pin, out)
+                if t > best:
+                    best, best_pin = t, pin
+        arrival[bit], via[bit] = best, (name, out, best_pin)
+        reach(bit)
     pattern = re.compile(match) if match else None
     ends = sorted(((t + _SETUP.get(cells[name]["type"], 0.1), name, port, bit)
                    for (name, port), (t, bit) in pin_arrival.items()
-                   if cells[name]["type"] in _SEQUENTIAL and port not in _CLOCK_PORTS
+                   if endpoint(name, port) and port not in _CLOCK_PORTS
                    and t > 0 and (pattern is None or pattern.search(f"{name}.{port}"))),
                   reverse=True)
     out, seen = [], set()
