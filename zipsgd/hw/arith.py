@@ -19,7 +19,7 @@ from ..spec.fixed import RAND_BITS, RoundingMode
 __all__ = ["saturate", "saturate_runtime", "saturate_format", "format_tests", "format_top",
            "format_limits",
            "shift_left_bounded", "Rounder", "Product", "rotate", "popcount", "any_of",
-           "replicas", "less_than", "REPLICA_ATTRIBUTE"]
+           "replicas", "less_than", "above", "REPLICA_ATTRIBUTE"]
 
 #: The wire attribute that marks the registers made by :func:`replicas`; the synthesis script
 #: keeps the flip-flops that drive such wires (``zipsgd/hw/synth.py``, ``KEEP_REPLICAS``), which
@@ -93,15 +93,18 @@ def format_limits(m, width: Value, max_width: int, name: str) -> tuple[Signal, S
         raise ValueError(f"width needs more than {len(width)} bits for {max_width}")
     hi = Signal(signed(max_width + 1), name=f"{name}_hi")
     lo = Signal(signed(max_width + 1), name=f"{name}_lo")
-    above = [_above(width, i + 1) | (width == 0) for i in range(max_width + 1)]
-    m.d.comb += [hi.eq(Cat(*above)), lo.eq(~Cat(*above))]
+    bits = [above(width, i + 1) | (width == 0) for i in range(max_width + 1)]
+    m.d.comb += [hi.eq(Cat(*bits)), lo.eq(~Cat(*bits))]
     return hi, lo
 
 
-def _above(value: Value, c: int) -> Value:
+def above(value: Value, c: int) -> Value:
     """``value > c`` (unsigned ``value``, constant ``c``) as an OR of bit patterns, one per 0
-    bit of ``c``: the bits above it equal to ``c``'s, that bit 1, the bits below any."""
+    bit of ``c``: the bits above it equal to ``c``'s, that bit 1, the bits below any (a
+    look-up, no carry chain)."""
     n = len(value)
+    if c >= 1 << n:
+        return Const(0, 1)
     patterns = []
     for j in range(n):
         if not (c >> j) & 1:

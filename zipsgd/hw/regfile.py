@@ -40,19 +40,14 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..spec.engine import EngineParams
 from ..spec.registers import (
     ADDR_WIDTH,
     DATA_WIDTH,
-    REGISTERS,
+    MAP,
     RESP_OKAY,
     RESP_SLVERR,
-    STROBES,
     Register,
-    config_members,
-    identity_values,
-    register,
-    status_members,
+    RegisterMap,
 )
 from .arith import any_of
 
@@ -64,6 +59,7 @@ __all__ = [
     "status_signature",
     "model_port_signature",
     "model_index_width",
+    "level_port_signature",
     "axil_ports",
     "connect_axil_ports",
 ]
@@ -104,7 +100,7 @@ def register_layout(reg: Register) -> data.FlexibleLayout:
         f.name: data.Field(unsigned(f.width), f.lsb) for f in reg.fields})
 
 
-def ctrl_signature() -> wiring.Signature:
+def ctrl_signature(regmap: RegisterMap = MAP) -> wiring.Signature:
     """What the register file drives to the core (the core takes ``In(ctrl_signature())``).
 
     Members
@@ -131,13 +127,13 @@ def ctrl_signature() -> wiring.Signature:
     seed_write : Out(1)
         One-cycle pulse, the cycle after SEED is written; ``seed`` already holds the new value.
     """
-    members = {name: Out(width) for name, width in config_members().items()}
-    members.update({name: Out(1) for name in STROBES})
+    members = {name: Out(width) for name, width in regmap.config_members().items()}
+    members.update({name: Out(1) for name in regmap.strobes})
     members["seed_write"] = Out(1)
     return wiring.Signature(members)
 
 
-def status_signature() -> wiring.Signature:
+def status_signature(regmap: RegisterMap = MAP) -> wiring.Signature:
     """What the core drives to the register file (the core takes ``Out(status_signature())``).
 
     The core owns every one of these: stickiness of the flags, clearing on ``clear_errors``,
@@ -154,15 +150,15 @@ def status_signature() -> wiring.Signature:
     loss, beats, samples, cycles_busy, cycles_starved, cycles_update_stall : Out(64)
     updates, model_saturations, residual_saturations, discarded_beats : Out(32)
     """
-    return wiring.Signature({name: Out(width) for name, width in status_members().items()})
+    return wiring.Signature({name: Out(width) for name, width in regmap.status_members().items()})
 
 
-def model_index_width(params: EngineParams) -> int:
+def model_index_width(params) -> int:
     """Bits of ``model.index``: enough for ``0..max_features-1`` (at least 1)."""
     return max(1, (params.max_features - 1).bit_length())
 
 
-def model_port_signature(*, params: EngineParams) -> wiring.Signature:
+def model_port_signature(*, params) -> wiring.Signature:
     """The model memory port, seen from the register file (the core takes ``In(...)``).
 
     Members
@@ -186,8 +182,8 @@ def model_port_signature(*, params: EngineParams) -> wiring.Signature:
         (while busy: at once, with any data, raising MODEL_PORT_BUSY).  The AXI read response
         waits for it; ``rvalid`` at any other time is ignored.
     """
-    if not isinstance(params, EngineParams):
-        raise TypeError(f"params must be an EngineParams, found {params!r}")
+    if not isinstance(getattr(params, "max_features", None), int):
+        raise TypeError(f"params must be engine parameters, found {params!r}")
     return wiring.Signature({
         "index": Out(model_index_width(params)),
         "wdata": Out(DATA_WIDTH),
@@ -195,6 +191,28 @@ def model_port_signature(*, params: EngineParams) -> wiring.Signature:
         "read": Out(1),
         "rdata": In(DATA_WIDTH),
         "rvalid": In(1),
+    })
+
+
+def level_port_signature(*, params, regmap: RegisterMap) -> wiring.Signature:
+    """The level tables' write port, seen from the register file (maps with LEVEL_DATA).
+
+    Members
+    -------
+    feature : Out(model_index_width(params) + 1)
+        Feature ``j`` of the row (LEVEL_INDEX.FEATURE, always ``<= max_features`` then).
+    level : Out(8)
+        Level ``q`` of the row (LEVEL_INDEX.LEVEL).
+    wdata : Out(LEVEL_DATA's width)
+        The level word (two's complement).
+    write : Out(1)
+        One-cycle pulse: store ``wdata`` at ``(feature, level)``; only while idle (the
+        register file refuses the write otherwise).
+    """
+    width = regmap.register("LEVEL_DATA").fields[0].width
+    return wiring.Signature({
+        "feature": Out(model_index_width(params) + 1), "level": Out(8),
+        "wdata": Out(width), "write": Out(1),
     })
 
 
@@ -249,8 +267,10 @@ class RegisterFile(wiring.Component):
 
     Parameters
     ----------
-    params : EngineParams
+    params : EngineParams or EngineParams2
         The built engine: the identity registers and the model-index range come from it.
+    regmap : RegisterMap
+        The map (engine v1's by default; engine v2's is ``zipsgd.spec.registers2.MAP``).
 
     Members
     -------
@@ -259,30 +279,40 @@ class RegisterFile(wiring.Component):
     ctrl : Out(ctrl_signature())
     status : In(status_signature())
     model : Out(model_port_signature(params=params))
+    levels : Out(level_port_signature(params=params, regmap=regmap))
+        Only for a map with LEVEL_DATA.
     irq : Out(1)
         High while an IRQ_STATUS bit is set and enabled in IRQ_ENABLE (a level, registered).
 
     Raises
     ------
     TypeError
-        If ``params`` is not an :class:`~zipsgd.spec.engine.EngineParams`.
+        If ``params`` is not the map's parameter type.
     """
 
-    def __init__(self, *, params: EngineParams):
-        if not isinstance(params, EngineParams):
-            raise TypeError(f"params must be an EngineParams, found {params!r}")
-        self._params = params
-        super().__init__({
+    def __init__(self, *, params, regmap: RegisterMap = MAP):
+        if not isinstance(params, regmap.params_type):
+            raise TypeError(f"params must be an {regmap.params_type.__name__}, "
+                            f"found {params!r}")
+        self._params, self._map = params, regmap
+        members = {
             "axil": In(axil_signature()),
-            "ctrl": Out(ctrl_signature()),
-            "status": In(status_signature()),
+            "ctrl": Out(ctrl_signature(regmap)),
+            "status": In(status_signature(regmap)),
             "model": Out(model_port_signature(params=params)),
             "irq": Out(1),
-        })
+        }
+        if "LEVEL" in regmap.ports:
+            members["levels"] = Out(level_port_signature(params=params, regmap=regmap))
+        super().__init__(members)
 
     @property
-    def params(self) -> EngineParams:
+    def params(self):
         return self._params
+
+    @property
+    def regmap(self) -> RegisterMap:
+        return self._map
 
     def elaborate(self, platform):
         m = Module()
@@ -292,8 +322,9 @@ class RegisterFile(wiring.Component):
         aw_full, w_full, ar_full = Signal(), Signal(), Signal()
         # An access's register is decoded when its address is taken (one-hot over the
         # registers it can reach), so that the cycle it executes in only chooses.
-        writable = [reg for reg in REGISTERS if reg.writable]
-        readable = [reg for reg in REGISTERS if reg.readable]
+        registers, register = self._map.registers, self._map.register
+        writable = [reg for reg in registers if reg.writable]
+        readable = [reg for reg in registers if reg.readable]
         aw_sel, ar_sel = Signal(len(writable)), Signal(len(readable))
         w_data, w_strb = Signal(DATA_WIDTH), Signal(DATA_WIDTH // 8)
         m.d.comb += [bus.awready.eq(~aw_full), bus.wready.eq(~w_full),
@@ -325,17 +356,19 @@ class RegisterFile(wiring.Component):
             m.d.sync += bus.rvalid.eq(0)
 
         # Strobes are one cycle long: cleared every cycle unless set below.
-        m.d.sync += [getattr(ctrl, name).eq(0) for name in (*STROBES, "seed_write")]
+        m.d.sync += [getattr(ctrl, name).eq(0) for name in (*self._map.strobes, "seed_write")]
         m.d.sync += [port.write.eq(0), port.read.eq(0)]
+        if "LEVEL" in self._map.ports:
+            m.d.sync += self.levels.write.eq(0)
 
         # -- storage: the config registers and MODEL_INDEX, each with its register layout ----
         store: dict[str, Signal] = {}
-        for reg in REGISTERS:
+        for reg in registers:
             if reg.access == "rw" and reg.name != "MODEL_DATA":
                 store[reg.name] = Signal(register_layout(reg), name=f"reg_{reg.name.lower()}",
                                          init={f.name: f.reset for f in reg.fields})
-        for name, width in config_members().items():
-            value = Cat(*(store[r.name][name] for r in REGISTERS if r.group == "config"
+        for name, width in self._map.config_members().items():
+            value = Cat(*(store[r.name][name] for r in registers if r.group == "config"
                           for f in r.fields if f.name == name))  # _LO before _HI
             assert len(value) == width, name
             m.d.comb += getattr(ctrl, name).eq(value)
@@ -347,6 +380,8 @@ class RegisterFile(wiring.Component):
         with m.If(port.read | port.write):  # the pulse cycle: the access has happened
             # index < max_features <= 2**21 here, so the 24-bit register cannot wrap.
             m.d.sync += index.eq(index + 1)
+        if "LEVEL" in self._map.ports:
+            self._level_index(m, store)
 
         # -- interrupt: events set IRQ_STATUS bits (a write of 1 clears one, an event wins) ------
         pending = self._pending = Signal(register_layout(register("IRQ_STATUS")))
@@ -425,7 +460,7 @@ class RegisterFile(wiring.Component):
         """Executes a write of ``reg`` in the cycle ``taken`` is high; returns the condition
         under which it is OKAY (else SLVERR)."""
         ctrl, port = self.ctrl, self.model
-        if reg.name == "CTRL":
+        if reg.group == "control" and reg.access == "wo":    # CTRL: strobes
             with m.If(taken):
                 for f in reg.fields:
                     m.d.sync += getattr(ctrl, f.name).eq(w_data[f.lsb] & w_strb[f.lsb // 8])
@@ -433,6 +468,13 @@ class RegisterFile(wiring.Component):
         if reg.name == "IRQ_STATUS":
             self._clear_pending(m, taken, w_data, w_strb)
             return Const(1, 1)
+        if reg.name == "LEVEL_DATA":
+            # Like a configuration register: refused while busy (and with the row past N_max).
+            writes = w_strb.all() & self._level_ok & ~config_locked
+            with m.If(taken & writes):
+                m.d.sync += [self.levels.write.eq(1),
+                             self.levels.wdata.eq(w_data[:len(self.levels.wdata)])]
+            return (w_strb == 0) | writes
         if reg.name == "MODEL_DATA":
             writes = w_strb.all() & index_ok
             with m.If(taken & writes):
@@ -445,10 +487,26 @@ class RegisterFile(wiring.Component):
                 if reg.name == "SEED":
                     m.d.sync += ctrl.seed_write.eq(w_strb.any())
             return ~config_locked
-        assert reg.name in ("MODEL_INDEX", "IRQ_ENABLE"), reg.name
+        assert reg.name in ("MODEL_INDEX", "IRQ_ENABLE", "LEVEL_INDEX"), reg.name
         with m.If(taken):
             m.d.sync += stored.eq(merge(reg, stored))
         return Const(1, 1)
+
+    def _level_index(self, m, store):
+        """LEVEL_INDEX drives the level port; after each level written it steps to the next
+        level of the row, and from the row's last (``ctrl.index_mask``) to the next row."""
+        row = store["LEVEL_INDEX"]
+        levels = self.levels
+        self._level_ok = Signal()
+        m.d.comb += [self._level_ok.eq(row["feature"] <= self._params.max_features),
+                     levels.feature.eq(row["feature"][:len(levels.feature)]),
+                     levels.level.eq(row["level"])]
+        with m.If(levels.write):
+            with m.If(row["level"] == self.ctrl.index_mask):
+                # feature <= max_features <= 2**20 here: the 24-bit field cannot wrap.
+                m.d.sync += [row["level"].eq(0), row["feature"].eq(row["feature"] + 1)]
+            with m.Else():
+                m.d.sync += row["level"].eq(row["level"] + 1)
 
     def _clear_pending(self, m, taken, w_data, w_strb):
         """IRQ_STATUS: a written 1 clears its bit (the events, applied after, win)."""
@@ -468,7 +526,7 @@ class RegisterFile(wiring.Component):
         if reg.name == "IRQ_STATUS":
             return self._pending.as_value()
         if reg.group == "identity":
-            return Const(identity_values(self._params)[reg.name], DATA_WIDTH)
+            return Const(self._map.identity_values(self._params)[reg.name], DATA_WIDTH)
         if reg.wide:
             (f,) = reg.fields
             value = getattr(status, f.name)

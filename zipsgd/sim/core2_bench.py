@@ -19,12 +19,11 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from zipsgd.golden.engine2 import GoldenEngine2
-from zipsgd.hw.v2.core import MODEL_READ_LATENCY, core_settings
-from zipsgd.sim.core2_sim import level_table, random_fields, run_config
+from zipsgd.hw.v2.core import MODEL_READ_LATENCY
+from zipsgd.sim.core2_sim import prepare_run, random_fields
 from zipsgd.sim.runner import test_params
-from zipsgd.spec.engine2 import EngineParams2, lane_plan
-from zipsgd.spec.stream import Encoding, pack_stream, uniform_levels
+from zipsgd.spec.engine2 import EngineParams2, core_settings
+from zipsgd.spec.stream import pack_stream
 
 
 async def _write_levels(dut, table, per_feature):
@@ -39,17 +38,10 @@ async def _write_levels(dut, table, per_feature):
 
 
 async def _run(dut, params: EngineParams2, run: dict, report: list):
-    cfg = run_config(run)
-    rng = np.random.default_rng(run.get("data_seed", 1))
-    raw = cfg.encoding is Encoding.RAW32
-    golden_table, per_feature = (None, False) if raw else \
-        level_table(run.get("levels", "uniform"), rng, cfg.bits, cfg.n_features)
-    plan = lane_plan(cfg, params, run["samples"], per_feature)
-    table = golden_table if golden_table is not None or raw else \
-        uniform_levels(cfg.bits, cfg.n_features).astype(np.int64)
-    model = rng.integers(-(1 << 22), 1 << 22, cfg.n_features)
-    golden = GoldenEngine2(params, cfg, golden_table)
-    golden.write_model(model)
+    setup = prepare_run(params, run)
+    cfg, plan, per_feature, table, model, golden, rng = (
+        setup.config, setup.plan, setup.per_feature, setup.table, setup.model, setup.golden,
+        setup.rng)
     for name, value in core_settings(cfg, plan, per_feature).items():
         getattr(dut, name).value = value
     dut.seed.value = cfg.seed

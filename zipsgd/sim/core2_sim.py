@@ -5,18 +5,28 @@ from __future__ import annotations
 import itertools
 import json
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..golden.engine2 import GoldenEngine2
 from ..host.levels import LevelStats, optimal_levels, table_words
 from ..hw.v2.core import Core2
-from ..spec.engine2 import EngineParams2, RunConfig2, UpdateMode, step_register
+from ..spec.engine2 import (
+    EngineParams2,
+    LanePlan,
+    RunConfig2,
+    UpdateMode,
+    lane_plan,
+    step_register,
+)
 from ..spec.fixed import RoundingMode
-from ..spec.stream import Encoding, StreamLayout
+from ..spec.stream import Encoding, StreamLayout, uniform_levels
 from . import runner
 
-__all__ = ["run_core2", "TOP", "SWEEP_FEATURES", "sweep_runs", "codebook_runs", "run_config",
+__all__ = ["run_core2", "RunSetup", "prepare_run", "TOP", "SWEEP_FEATURES", "sweep_runs",
+           "codebook_runs", "run_config",
            "random_levels", "random_fields", "level_table"]
 
 #: The Verilog top module's name.
@@ -63,6 +73,37 @@ def level_table(kind: str, rng, bits: int, n: int):
                           .reshape(1, -1))
         return np.repeat(row, n + 1, axis=0).astype(np.int64), False
     raise ValueError(f"levels must be uniform, random, optimal or shared-optimal, found {kind!r}")
+
+
+@dataclass
+class RunSetup:
+    """What a bench loads for a run: its settings, the level table the engine holds (``None``
+    for raw32; uniform levels unless the run names a table), the initial model, and the golden
+    model holding it; ``rng`` goes on to draw the epochs' fields."""
+
+    config: RunConfig2
+    plan: LanePlan
+    per_feature: bool
+    table: np.ndarray | None
+    model: np.ndarray
+    golden: GoldenEngine2
+    rng: np.random.Generator
+
+
+def prepare_run(params: EngineParams2, run: dict) -> RunSetup:
+    """The :class:`RunSetup` of a run description."""
+    cfg = run_config(run)
+    rng = np.random.default_rng(run.get("data_seed", 1))
+    raw = cfg.encoding is Encoding.RAW32
+    golden_table, per_feature = (None, False) if raw else \
+        level_table(run.get("levels", "uniform"), rng, cfg.bits, cfg.n_features)
+    plan = lane_plan(cfg, params, run["samples"], per_feature)
+    table = golden_table if golden_table is not None or raw else \
+        uniform_levels(cfg.bits, cfg.n_features).astype(np.int64)
+    model = rng.integers(-(1 << 22), 1 << 22, cfg.n_features)
+    golden = GoldenEngine2(params, cfg, golden_table)
+    golden.write_model(model)
+    return RunSetup(cfg, plan, per_feature, table, model, golden, rng)
 
 
 def random_fields(rng, cfg: RunConfig2, samples: int, bus_width: int):

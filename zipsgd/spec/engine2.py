@@ -41,7 +41,7 @@ __all__ = [
     "EngineParams2", "RunConfig2", "EpochStatus", "UpdateMode",
     "FORWARD_WIDTH", "RESIDUAL_WIDTH", "RESIDUAL_MAX", "STEP_WIDTH", "RAW_FEATURE_FRAC2",
     "RAW_ROUND_SHIFT", "RAW_PRODUCT_SHIFT2", "PRODUCT_LOG2", "LOSS_WIDTH", "LOSS_FRAC",
-    "LOSS_ACC_WIDTH", "PARTIAL_WIDTH", "MAX_BATCH2", "update_units", "DECAY_FRAC",
+    "LOSS_ACC_WIDTH", "PARTIAL_WIDTH", "core_settings", "MAX_BATCH2", "update_units", "DECAY_FRAC",
     "DECAY_WIDTH", "step_register", "LanePlan", "lane_plan", "LANE_CAPACITY",
     "LANE_TABLE_FEATURES", "MAX_SAMPLE_WINDOWS", "MIN_SAMPLE_POSITIONS",
 ]
@@ -300,3 +300,26 @@ def lane_plan(config: RunConfig2, params: EngineParams2, samples: int,
         short=not raw and fields < MIN_SAMPLE_POSITIONS,
         batch_positions=config.batch_size * fields,
         batches=-(-samples // config.batch_size), total=total)
+
+
+def core_settings(config: RunConfig2, plan: LanePlan, per_feature: bool = False) -> dict:
+    """The values of engine v2's settings for a run (the core's setting ports, which the
+    register file's configuration fields are named after, ``zipsgd/spec/registers2.py``)."""
+    raw = config.encoding is Encoding.RAW32
+    bits = 0 if raw else config.bits
+    return {
+        "field_width": plan.field_width, "index_mask": (1 << bits) - 1,
+        "bit_select": (1 << (bits - 1)) if bits else 0,
+        "double_sampled": int(config.encoding is Encoding.DOUBLE),
+        "per_feature": int(per_feature),
+        "raw": int(raw), "short_samples": int(plan.short),
+        "g_log2": plan.g_log2, "wrap": plan.wrap,
+        "step_addr": plan.step, "last_window": plan.last_window, "last_valid": plan.last_valid,
+        "n_features": config.n_features, "batch_positions": plan.batch_positions,
+        "batches": plan.batches, "exact": int(config.update_mode is UpdateMode.EXACT),
+        "forward_frac": config.forward_frac, "step": config.step,
+        "residual_shift": config.residual_shift, "rounding": int(config.rounding),
+        "update_shift": config.update_shift, "forward_shift": config.forward_shift,
+        "model_width": config.model_width, "decay": config.decay,
+        "threshold": config.threshold,
+    }

@@ -39,6 +39,8 @@ __all__ = [
     "Field",
     "Register",
     "REGISTERS",
+    "RegisterMap",
+    "MAP",
     "register",
     "register_at",
     "encode",
@@ -78,6 +80,7 @@ GROUPS = {
     "interrupt": "Interrupt (the `irq` output)",
     "counters": "Epoch counters (reset by START)",
     "model": "Model memory port",
+    "levels": "Level tables port",
 }
 
 
@@ -402,6 +405,96 @@ REGISTERS: tuple[Register, ...] = (
              "above N_max is answered SLVERR.", "model"),
 )
 
+@dataclass(frozen=True)
+class RegisterMap:
+    """A register map and what the register file derives from it (``zipsgd/hw/regfile.py``
+    implements any map).
+
+    Parameters
+    ----------
+    registers : tuple of Register
+        In offset order; names and offsets unique.
+    error_bits : IntEnum class
+        The sticky error flags (ERROR_FLAGS' fields, bit ``ErrorBit.X`` is flag X).
+    params_type : type
+        The build-time parameters the identity registers read.
+
+    The map's conventions, which the register file relies on: the ``control`` group's ``wo``
+    register (CTRL) holds the one-cycle strobes; SEED's write also pulses ``seed_write``;
+    ``X_DATA`` in group ``model`` or ``levels`` is a window onto a memory of the core at
+    ``X_INDEX``.
+    """
+
+    registers: tuple[Register, ...]
+    error_bits: type[enum.IntEnum]
+    params_type: type
+
+    def __post_init__(self):
+        names = {r.name for r in self.registers}
+        offsets = {r.offset for r in self.registers}
+        if len(names) != len(self.registers) or len(offsets) != len(self.registers):
+            raise ValueError("register names and offsets must be unique")
+
+    def register(self, name: str) -> Register:
+        """The register called ``name`` (:class:`KeyError` if none)."""
+        for reg in self.registers:
+            if reg.name == name:
+                return reg
+        raise KeyError(f"no register called {name!r}")
+
+    def register_at(self, offset: int) -> Register | None:
+        """The register at byte ``offset`` (a multiple of 4), or ``None`` if unmapped."""
+        return next((r for r in self.registers if r.offset == offset), None)
+
+    @property
+    def strobes(self) -> tuple[str, ...]:
+        """The CTRL strobes (one-cycle pulses to the core)."""
+        return tuple(f.name for r in self.registers
+                     if r.group == "control" and r.access == "wo" for f in r.fields)
+
+    @property
+    def ports(self) -> tuple[str, ...]:
+        """The memory windows' names (``MODEL`` for MODEL_INDEX/MODEL_DATA, ...)."""
+        return tuple(r.name[:-len("_DATA")] for r in self.registers
+                     if r.group in ("model", "levels") and r.name.endswith("_DATA"))
+
+    def config_members(self) -> dict[str, int]:
+        """``{name: width}`` of the configuration the register file drives to the core: one
+        entry per ``config`` field, 64-bit pairs joined (``_LO`` before ``_HI``)."""
+        widths: dict[str, int] = {}
+        for reg in self.registers:
+            if reg.group == "config":
+                for f in reg.fields:
+                    widths[f.name] = widths.get(f.name, 0) + f.width
+        return widths
+
+    def status_members(self) -> dict[str, int]:
+        """``{name: width}`` of the status the core drives to the register file: every
+        readable ``control`` and ``counters`` field but the derived ones, 64-bit pairs joined,
+        and the sticky flags (``error_flags``, one bit per error bit)."""
+        widths: dict[str, int] = {}
+        for reg in self.registers:
+            if reg.group not in ("control", "counters") or not reg.readable:
+                continue
+            if reg.name == "ERROR_FLAGS":
+                widths["error_flags"] = len(self.error_bits)
+                continue
+            for f in reg.fields:
+                if f.name not in DERIVED_STATUS:
+                    widths[f.name] = widths.get(f.name, 0) + f.width
+        return widths
+
+    def identity_values(self, params) -> dict[str, int]:
+        """What the identity registers read for an engine built with ``params``."""
+        if not isinstance(params, self.params_type):
+            raise TypeError(f"params must be an {self.params_type.__name__}, "
+                            f"found {params!r}")
+        return {r.name: (getattr(params, r.param) if r.param else r.reset)
+                for r in self.registers if r.group == "identity"}
+
+
+#: Engine v1's map.
+MAP = RegisterMap(REGISTERS, ErrorBit, EngineParams)
 _BY_NAME = {r.name: r for r in REGISTERS}
 _BY_OFFSET = {r.offset: r for r in REGISTERS}
 if len(_BY_NAME) != len(REGISTERS) or len(_BY_OFFSET) != len(REGISTERS):
@@ -482,39 +575,18 @@ STROBES = ("start", "abort", "clear_errors")
 
 
 def config_members() -> dict[str, int]:
-    """``{name: width}`` of the configuration the register file drives to the core: one
-    entry per ``config`` field, 64-bit pairs joined (``_LO`` before ``_HI``)."""
-    widths: dict[str, int] = {}
-    for reg in REGISTERS:
-        if reg.group == "config":
-            for f in reg.fields:
-                widths[f.name] = widths.get(f.name, 0) + f.width
-    return widths
+    """:meth:`RegisterMap.config_members` of engine v1's map."""
+    return MAP.config_members()
 
 
 def status_members() -> dict[str, int]:
-    """``{name: width}`` of the status the core drives to the register file: every readable
-    ``control`` and ``counters`` field but the derived ones, 64-bit pairs joined, and the
-    sticky flags (``error_flags``, one bit per :class:`ErrorBit`)."""
-    widths: dict[str, int] = {}
-    for reg in REGISTERS:
-        if reg.group not in ("control", "counters") or not reg.readable:
-            continue
-        if reg.name == "ERROR_FLAGS":
-            widths["error_flags"] = len(ErrorBit)
-            continue
-        for f in reg.fields:
-            if f.name not in DERIVED_STATUS:
-                widths[f.name] = widths.get(f.name, 0) + f.width
-    return widths
+    """:meth:`RegisterMap.status_members` of engine v1's map."""
+    return MAP.status_members()
 
 
 def identity_values(params: EngineParams) -> dict[str, int]:
     """What the identity registers read for an engine built with ``params``."""
-    if not isinstance(params, EngineParams):
-        raise TypeError(f"params must be an EngineParams, found {params!r}")
-    return {r.name: (getattr(params, r.param) if r.param else r.reset)
-            for r in REGISTERS if r.group == "identity"}
+    return MAP.identity_values(params)
 
 
 def _config_registers(seed: bool) -> list[Register]:
@@ -689,8 +761,11 @@ def render() -> str:
         out.write(f"| 0x{reg.offset:03X} | [{reg.name}](#{reg.name.lower()}) | {reg.access} | "
                   f"{_reset_text(reg)} | {_summary(reg.description)} |\n")
     for group, title in GROUPS.items():
+        regs = [r for r in REGISTERS if r.group == group]
+        if not regs:
+            continue
         out.write(f"\n## {title}\n")
-        for reg in (r for r in REGISTERS if r.group == group):
+        for reg in regs:
             reset = "" if reg.name in _NO_RESET else f", reset {_reset_text(reg)}"
             out.write(f"\n### {reg.name}\n\n0x{reg.offset:03X}, {reg.access}{reset}. "
                       f"{reg.description}\n\n")

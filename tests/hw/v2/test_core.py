@@ -9,9 +9,9 @@ import pytest
 from sim_support import simulate
 
 from zipsgd.golden.engine2 import GoldenEngine2
-from zipsgd.hw.v2.core import MODEL_READ_LATENCY, Core2, core_settings
+from zipsgd.hw.v2.core import MODEL_READ_LATENCY, Core2
 from zipsgd.sim.core2_sim import random_fields, random_levels, run_config
-from zipsgd.spec.engine2 import EngineParams2, lane_plan
+from zipsgd.spec.engine2 import EngineParams2, core_settings, lane_plan
 from zipsgd.spec.stream import Encoding, pack_stream, uniform_levels
 
 PARAMS = EngineParams2(64, 1024, 512)

@@ -35,14 +35,11 @@ from zipsgd.spec.engine2 import (
     RESIDUAL_WIDTH,
     STEP_WIDTH,
     EngineParams2,
-    LanePlan,
-    RunConfig2,
-    UpdateMode,
+    core_settings,
 )
 from zipsgd.spec.fixed import RAND_BITS
-from zipsgd.spec.stream import Encoding
 
-from ..arith import delay_line, popcount, replicas
+from ..arith import above, delay_line, popcount, replicas
 from ..core import UNUSED_COLLISION_ATTRIBUTE
 from ..rng import XorshiftBank
 from .gearbox import SLOT_WIDTH, FieldGearbox, beat_layout, raw_word
@@ -79,28 +76,6 @@ def _settings(params: EngineParams2, aw: int) -> dict:
         "forward_frac": In(5), "step": In(STEP_WIDTH), "residual_shift": In(6),
         "rounding": In(2), "update_shift": In(6), "forward_shift": In(5),
         "model_width": In(6), "decay": In(DECAY_WIDTH), "threshold": In(31),
-    }
-
-
-def core_settings(config: RunConfig2, plan: LanePlan, per_feature: bool = False) -> dict:
-    """The values of :class:`Core2`'s setting ports for a run."""
-    raw = config.encoding is Encoding.RAW32
-    bits = 0 if raw else config.bits
-    return {
-        "field_width": plan.field_width, "index_mask": (1 << bits) - 1,
-        "bit_select": (1 << (bits - 1)) if bits else 0,
-        "double_sampled": int(config.encoding is Encoding.DOUBLE),
-        "per_feature": int(per_feature),
-        "raw": int(raw), "short_samples": int(plan.short),
-        "g_log2": plan.g_log2, "wrap": plan.wrap,
-        "step_addr": plan.step, "last_window": plan.last_window, "last_valid": plan.last_valid,
-        "n_features": config.n_features, "batch_positions": plan.batch_positions,
-        "batches": plan.batches, "exact": int(config.update_mode is UpdateMode.EXACT),
-        "forward_frac": config.forward_frac, "step": config.step,
-        "residual_shift": config.residual_shift, "rounding": int(config.rounding),
-        "update_shift": config.update_shift, "forward_shift": config.forward_shift,
-        "model_width": config.model_width, "decay": config.decay,
-        "threshold": config.threshold,
     }
 
 
@@ -271,10 +246,16 @@ class Core2(wiring.Component):
         in1, in2 = below(rb1, pos_bits), below(rb2, pos_bits)
         at1 = Mux(self.raw, rb1 == lanes // 4, rb1 == lanes)       # rb1 == P
         at2 = Mux(self.raw, rb2 == lanes // 4, rb2 == lanes)
+
+        def after(rb, k, extra=0):
+            """``rb`` is past lane ``k``'s position plus ``extra``: a constant per mode, so
+            a look-up on ``rb``'s low bits, not a carry chain under the mode's choice."""
+            low = rb[:pos_bits]
+            return Mux(self.raw, above(low, k // 4 + extra), above(low, k + extra))
+
         # Per lane: its position is before rb1 (rb2).
-        pos = [Mux(self.raw, k // 4, k) for k in range(lanes)]
-        before1 = Cat(*(~in1 | (rb1[:pos_bits] > pos[k]) for k in range(lanes)))
-        before2 = Cat(*(~in2 | (rb2[:pos_bits] > pos[k]) for k in range(lanes)))
+        before1 = Cat(*(~in1 | after(rb1, k) for k in range(lanes)))
+        before2 = Cat(*(~in2 | after(rb2, k) for k in range(lanes)))
         # The pass: the lanes left, up to the first batch that is not ready (the second
         # boundary at most: a third batch's version cannot be ready), or, with samples shorter
         # than a group, up to the first sample end (a boundary is a sample start, so that end
@@ -296,7 +277,7 @@ class Core2(wiring.Component):
         # Boundaries crossed: from the flags (whole samples: at rb1 when it is in the window
         # and the pass reaches it; short samples: when no end is left before rb1).
         cross1, cross2 = Signal(), Signal()
-        end_before = Cat(*(ends[k] & (rb1[:pos_bits] > pos[k] + 1) for k in range(lanes)))
+        end_before = Cat(*(ends[k] & after(rb1, k, 1) for k in range(lanes)))
         m.d.comb += [
             cross1.eq(Mux(self.short_samples,
                           Mux(in1, ~end_before.any(), whole & at1),

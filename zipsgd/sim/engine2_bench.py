@@ -1,0 +1,201 @@
+"""cocotb bench for engine v2 as an IP (``zipsgd/hw/v2/top.py``): every setting, level table and
+model word through the AXI4-Lite registers of ``docs/REGISTERS2.md`` (cocotbext-axi's
+master), each epoch's packed stream as one AXI4-Stream packet (cocotbext-axi's source, idle
+cycles from a seeded pause pattern), and the status registers and model words read back and
+compared with the golden model of engine v2 after every epoch, bit for bit.
+
+``test_params``: ``params`` (``EngineParams2`` fields) and ``runs`` as for the core's bench
+(``zipsgd/sim/core2_sim.py``).  ``engine2_errors`` checks the error flags, the refusals and the
+drain after a framing error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFrame, AxiStreamSource
+from cocotbext.axi.constants import AxiResp
+
+from zipsgd.sim.core2_sim import prepare_run, random_fields, run_config
+from zipsgd.sim.runner import test_params
+from zipsgd.spec import registers2 as regs
+from zipsgd.spec.engine2 import EngineParams2, lane_plan
+from zipsgd.spec.registers import ENGINE_ID
+from zipsgd.spec.registers2 import ErrorBit2
+from zipsgd.spec.stream import pack_stream
+
+
+def _signed32(value: int) -> int:
+    return value - (1 << 32) if value >> 31 else value
+
+
+def _offset(name: str) -> int:
+    return regs.MAP.register(name).offset
+
+
+class TB2:
+    """Engine v2 under test: clock, reset, AXI4-Lite master, AXI4-Stream source."""
+
+    def __init__(self, dut, params: EngineParams2):
+        self.dut, self.params = dut, params
+        Clock(dut.clk, 10, unit="ns").start()
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
+        self.source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk,
+                                      dut.rst)
+
+    async def reset(self):
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, 4)
+        self.dut.rst.value = 0
+        await ClockCycles(self.dut.clk, 2)
+
+    async def write(self, offset: int, value: int, okay: bool = True):
+        resp = await self.axil.write(offset, (value & 0xFFFF_FFFF).to_bytes(4, "little"))
+        assert (resp.resp == AxiResp.OKAY) == okay, (offset, value, resp.resp)
+
+    async def read(self, offset: int) -> int:
+        return await self.axil.read_dword(offset)
+
+    async def writes(self, pairs):
+        for offset, value in pairs:
+            await self.write(offset, value)
+
+    async def status(self) -> dict:
+        return regs.decode_status({o: await self.read(o) for o in regs.status_offsets()})
+
+    async def write_model(self, words):
+        await self.write(_offset("MODEL_INDEX"), 0)
+        for word in words:
+            await self.write(_offset("MODEL_DATA"), int(word))
+
+    async def read_model(self, n: int) -> list[int]:
+        await self.write(_offset("MODEL_INDEX"), 0)
+        return [_signed32(await self.read(_offset("MODEL_DATA"))) for _ in range(n)]
+
+    async def wait_done(self, limit: int = 2_000_000):
+        for _ in range(0, limit, 32):
+            status = await self.read(_offset("STATUS"))
+            if status & 2 or not status & 1:      # DONE, or no longer BUSY
+                return
+            await ClockCycles(self.dut.clk, 32)
+        raise AssertionError("the epoch did not end")
+
+    def idle(self, probability: float, seed: int):
+        rng = np.random.default_rng(seed)
+
+        def pauses():
+            while True:
+                yield bool(rng.random() < probability)
+        self.source.set_pause_generator(pauses() if probability else None)
+        if not probability:
+            self.source.pause = False
+
+
+def _beats_bytes(fields, layout) -> bytes:
+    return pack_stream(fields, layout).tobytes()
+
+
+async def _run(tb: TB2, run: dict, report: list):
+    params = tb.params
+    setup = prepare_run(params, run)
+    cfg, plan, per_feature, table, model, golden, rng = (
+        setup.config, setup.plan, setup.per_feature, setup.table, setup.model, setup.golden,
+        setup.rng)
+    await tb.writes(regs.config_writes(cfg, plan, per_feature=per_feature, seed=True))
+    if table is not None:
+        await tb.writes(regs.level_writes(table if per_feature else table[:1]))
+    await tb.write_model(model)
+    tb.idle(run.get("idle", 0.0), run.get("data_seed", 1) + 1)
+    for epoch in range(run["epochs"]):
+        fields, layout = random_fields(rng, cfg, run["samples"], params.bus_width)
+        want = golden.run_epoch_fields(fields)
+        await tb.write(_offset("CTRL"), 1)
+        await tb.source.send(AxiStreamFrame(_beats_bytes(fields, layout)))
+        await tb.source.wait()
+        await tb.wait_done()
+        got = await tb.status()
+        assert got["done"] and not got["busy"] and not got["error_flags"], (run, epoch, got)
+        checks = {"samples": want.samples, "updates": want.updates, "loss": want.loss_acc,
+                  "loss_saturated": int(want.loss_saturated),
+                  "residual_saturations": want.residual_saturations,
+                  "model_saturations": want.model_saturations,
+                  "forward_saturations": want.forward_saturations,
+                  "beats": len(pack_stream(fields, layout)) * 8 // params.bus_width}
+        assert {k: got[k] for k in checks} == checks, (run, epoch, got, checks)
+        words = await tb.read_model(cfg.n_features)
+        assert words == golden.model.tolist(), (run, epoch, "model words differ")
+        report.append({"run": run, "epoch": epoch, "beats": checks["beats"],
+                       "cycles_busy": got["cycles_busy"]})
+
+
+@cocotb.test()
+async def engine2_matches_golden(dut):
+    spec = test_params()
+    tb = TB2(dut, EngineParams2(**spec["params"]))
+    await tb.reset()
+    assert await tb.read(_offset("ID")) == ENGINE_ID
+    assert await tb.read(_offset("VERSION")) == regs.ENGINE_VERSION2
+    assert await tb.read(_offset("LANES")) == tb.params.lanes
+    report: list = []
+    for run in spec["runs"]:
+        await _run(tb, run, report)
+    path = os.environ.get("ZIPSGD_SIM_REPORT")
+    if path:
+        with open(path, "w") as f:
+            json.dump(report, f)
+
+
+async def _flags(tb: TB2) -> int:
+    return await tb.read(_offset("ERROR_FLAGS"))
+
+
+@cocotb.test()
+async def engine2_errors(dut):
+    """Refusals and sticky flags: BAD_CONFIG, START_WHILE_BUSY, MODEL_PORT_BUSY, a level or
+    configuration write while busy (SLVERR), a framing error (a stream without ``tlast``,
+    drained up to its ``tlast``); then a correct epoch still matches the golden model."""
+    spec = test_params()
+    tb = TB2(dut, EngineParams2(**spec["params"]))
+    await tb.reset()
+    run = spec["runs"][0]
+    cfg = run_config(run)
+    plan = lane_plan(cfg, tb.params, run["samples"])
+    writes = regs.config_writes(cfg, plan, seed=True)
+    # BAD_CONFIG: no batches.
+    await tb.writes(writes)
+    await tb.write(_offset("BATCHES"), 0)
+    await tb.write(_offset("CTRL"), 1)
+    await ClockCycles(dut.clk, 4)
+    assert await _flags(tb) == 1 << ErrorBit2.BAD_CONFIG
+    assert not await tb.read(_offset("STATUS")) & 1
+    await tb.write(_offset("CTRL"), 4)                  # CLEAR_ERRORS
+    assert await _flags(tb) == 0
+    count = await tb.read(_offset("ERROR_COUNT"))
+    # A start, then: START again, a model access, a configuration and a level write.
+    await tb.writes(writes)
+    await tb.write(_offset("CTRL"), 1)
+    await tb.write(_offset("CTRL"), 1)
+    await tb.write(_offset("MODEL_DATA"), 5)
+    await tb.write(_offset("STEP"), 3, okay=False)
+    await tb.write(_offset("LEVEL_DATA"), 3, okay=False)
+    assert await _flags(tb) == (1 << ErrorBit2.START_WHILE_BUSY) | \
+        (1 << ErrorBit2.MODEL_PORT_BUSY)
+    assert await tb.read(_offset("ERROR_COUNT")) == count + 2
+    # The epoch's stream with tlast on a beat past its end: a framing error, the rest drained.
+    rng = np.random.default_rng(3)
+    fields, layout = random_fields(rng, cfg, run["samples"], tb.params.bus_width)
+    data = _beats_bytes(fields, layout)
+    await tb.source.send(AxiStreamFrame(data + data))
+    await tb.source.wait()
+    await tb.wait_done()
+    assert await _flags(tb) & (1 << ErrorBit2.FRAMING)
+    status = regs.MAP.register("STATUS")
+    assert not (await tb.read(status.offset)) & 2              # not DONE
+    await tb.write(_offset("CTRL"), 4)
+    # A correct run after it.
+    await _run(tb, run, [])
