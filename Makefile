@@ -78,6 +78,7 @@ formal: $(STAMP)
 
 # Every generated document: module -> file (tests fail when a committed copy is stale).
 GENERATED_DOCS := zipsgd.host.format_doc:docs/FORMAT.md zipsgd.spec.registers:docs/REGISTERS.md \
+	zipsgd.spec.registers2:docs/REGISTERS2.md \
 	zipsgd.spec.link:docs/HOSTLINK.md
 
 docs: $(STAMP)

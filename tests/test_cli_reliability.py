@@ -151,3 +151,19 @@ def test_export_verilog_name_prefixes_every_module(capsys, tmp_path):
     assert "irq" in [p["name"] for p in json.loads((tmp_path / "engine_a.json").read_text())
                      ["ports"]]
     refused(capsys, *args, "--name", "bad name", expected="Verilog identifier")
+
+
+def test_export_verilog_of_engine_v2(capsys, tmp_path):
+    args = ["export-verilog", "-o", tmp_path, "--engine", "2", "--max-features", "64",
+            "--max-batch", "16"]
+    refused(capsys, *args, "--lanes", "4", expected="engine v2 has W/2 lanes")
+    refused(capsys, "export-verilog", "-o", tmp_path, "--engine", "2", "--max-batch", "1024",
+            expected="max_batch must be in 1..512, found 1024")
+    assert not list(tmp_path.iterdir())
+    assert run(capsys, *args)[0] == 0
+    text = (tmp_path / "zipsgd_engine2.v").read_text()
+    assert re.search(r"^module \\?zipsgd_engine2\b", text, re.M)
+    description = json.loads((tmp_path / "zipsgd_engine2.json").read_text())
+    assert description["engine"] == 2 and description["lanes"] == 32
+    assert {"s_axis_tdata", "s_axil_awaddr", "irq"} <= {p["name"] for p in description["ports"]}
+    refused(capsys, *args, expected="zipsgd_engine2.v exists; pass --force")

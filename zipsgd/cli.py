@@ -61,6 +61,7 @@ from .host.zsgd_file import StreamFile
 from .hw import synth
 from .hw.boards import BOARDS
 from .hw.top import TOP_NAME, export_verilog
+from .hw.v2.top import TOP_NAME2, export_verilog2
 from .spec.engine import (
     BOARD_FREQ_MHZ,
     BOARD_LANES,
@@ -69,6 +70,7 @@ from .spec.engine import (
     OOC_FREQ_MHZ,
     EngineParams,
 )
+from .spec.engine2 import MAX_BATCH2, EngineParams2
 from .spec.errors import ConfigError, ZipsgdError
 from .spec.registers import REGISTERS
 from .spec.stream import Encoding, StreamLayout
@@ -533,8 +535,12 @@ def _add_export(sub) -> None:
     p.add_argument("--name", default=TOP_NAME,
                    help="the top module's name, which starts every module name and the files' "
                         "names: export each configuration of one design under its own name")
+    p.add_argument("--engine", type=int, choices=(1, 2), default=1,
+                   help="1: engine v1 (docs/REGISTERS.md); 2: engine v2, W/2 lanes, the "
+                        "back-to-back stream and level tables (docs/REGISTERS2.md; --max-batch "
+                        f"at most {MAX_BATCH2}, its default)")
     p.add_argument("--force", action="store_true", help="overwrite the folder's engine files")
-    p.set_defaults(run=_run_export)
+    p.set_defaults(run=_run_export, max_batch=None)
 
 
 def _add_build_options(p, params: EngineParams) -> None:
@@ -547,9 +553,19 @@ def _add_build_options(p, params: EngineParams) -> None:
 
 
 def _run_export(args) -> int:
-    params = EngineParams(args.bus_width, args.max_features, args.max_batch, args.lanes)
+    if args.engine == 2:
+        if args.lanes is not None:
+            raise ConfigError(f"engine v2 has W/2 lanes: --lanes must be left out, found "
+                              f"--lanes {args.lanes}")
+        params = EngineParams2(args.bus_width, args.max_features,
+                               args.max_batch or EngineParams2().max_batch)
+        name = TOP_NAME2 if args.name == TOP_NAME else args.name
+    else:
+        params = EngineParams(args.bus_width, args.max_features,
+                              args.max_batch or _BUILD.max_batch, args.lanes)
+        name = args.name
     folder = check_output_folder(args.output, create=True)
-    files = export_verilog(params, args.name)
+    files = (export_verilog2 if args.engine == 2 else export_verilog)(params, name)
     for name in files:
         check_output(folder / name, args.force)
     for name, text in files.items():

@@ -20,7 +20,7 @@ from ..spec.errors import ConfigError
 from .core import SgdCore
 from .regfile import RegisterFile, axil_ports, connect_axil_ports
 
-__all__ = ["ZipsgdEngine", "export_verilog", "TOP_NAME"]
+__all__ = ["ZipsgdEngine", "export_verilog", "port_description", "TOP_NAME"]
 
 TOP_NAME = "zipsgd_engine"
 
@@ -78,19 +78,22 @@ class ZipsgdEngine(wiring.Component):
         return m
 
 
-def port_description(engine: ZipsgdEngine, top: str = TOP_NAME) -> dict:
-    """Ports (name, direction, width) and parameters of an engine, as JSON-ready data."""
-    ports = []
-    for name, member in engine.signature.members.items():
-        ports.append({"name": name, "direction": "input" if member.flow == In else "output",
-                      "width": member.shape.width if hasattr(member.shape, "width")
-                      else len(getattr(engine, name))})
+def port_description(component, top: str = TOP_NAME, registers: str = "docs/REGISTERS.md",
+                     **extra) -> dict:
+    """Ports (name, direction, width) and parameters of an engine (v1 or v2: any component
+    with these bus interfaces and a ``params`` dataclass), as JSON-ready data; ``extra`` keys
+    join the description."""
     ports = [{"name": "clk", "direction": "input", "width": 1},
-             {"name": "rst", "direction": "input", "width": 1}] + ports
-    return {"top": top, "params": asdict(engine.params), "lanes": engine.params.lanes,
+             {"name": "rst", "direction": "input", "width": 1}]
+    for name, member in component.signature.members.items():
+        ports.append({"name": name, "direction": "input" if member.flow == In else "output",
+                      "width": len(getattr(component, name))})
+    return {"top": top, **extra, "params": asdict(component.params),
+            "lanes": component.params.lanes,
             "clock": "clk (rising edge)", "reset": "rst (synchronous, active high)",
             "interfaces": {"s_axis": "AXI4-Stream slave (tdata, tvalid, tready, tlast)",
-                           "s_axil": "AXI4-Lite slave, 12-bit address, 32-bit data",
+                           "s_axil": f"AXI4-Lite slave, 12-bit address, 32-bit data "
+                                     f"({registers})",
                            "irq": "interrupt, active-high level (IRQ_ENABLE, IRQ_STATUS)"},
             "ports": ports}
 

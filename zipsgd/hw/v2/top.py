@@ -10,7 +10,6 @@ the model port and drains a stream after a framing error.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 from amaranth.back import verilog
 from amaranth.hdl import Const, Module, Signal
@@ -30,6 +29,7 @@ from ..regfile import (
     model_port_signature,
     status_signature,
 )
+from ..top import port_description
 from .core import MODEL_READ_LATENCY, Core2
 
 __all__ = ["ZipsgdEngine2", "EngineControl2", "export_verilog2", "TOP_NAME2"]
@@ -196,23 +196,6 @@ class ZipsgdEngine2(wiring.Component):
         return m
 
 
-def port_description(engine: ZipsgdEngine2, top: str = TOP_NAME2) -> dict:
-    """Ports (name, direction, width) and parameters of an engine, as JSON-ready data."""
-    ports = [{"name": "clk", "direction": "input", "width": 1},
-             {"name": "rst", "direction": "input", "width": 1}]
-    for name, member in engine.signature.members.items():
-        ports.append({"name": name, "direction": "input" if member.flow == In else "output",
-                      "width": len(getattr(engine, name))})
-    return {"top": top, "engine": 2, "params": asdict(engine.params),
-            "lanes": engine.params.lanes,
-            "clock": "clk (rising edge)", "reset": "rst (synchronous, active high)",
-            "interfaces": {"s_axis": "AXI4-Stream slave (tdata, tvalid, tready, tlast)",
-                           "s_axil": "AXI4-Lite slave, 12-bit address, 32-bit data "
-                                     "(docs/REGISTERS2.md)",
-                           "irq": "interrupt, active-high level (IRQ_ENABLE, IRQ_STATUS)"},
-            "ports": ports}
-
-
 def export_verilog2(params: EngineParams2, name: str = TOP_NAME2) -> dict[str, str]:
     """The engine's files: ``{"NAME.v": Verilog, "NAME.json": ports and parameters}``."""
     if not name.isidentifier() or not name.isascii():
@@ -221,4 +204,5 @@ def export_verilog2(params: EngineParams2, name: str = TOP_NAME2) -> dict[str, s
     engine = ZipsgdEngine2(params)
     text = verilog.convert(engine, name=name, emit_src=False)
     return {f"{name}.v": text,
-            f"{name}.json": json.dumps(port_description(engine, name), indent=1) + "\n"}
+            f"{name}.json": json.dumps(port_description(engine, name, "docs/REGISTERS2.md",
+                                                        engine=2), indent=1) + "\n"}
