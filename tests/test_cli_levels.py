@@ -80,7 +80,7 @@ def test_bad_level_options(tmp_path, capsys, npy, argv, expected):
 
 def test_levels_need_golden2_and_a_data_source(tmp_path, capsys, npy):
     assert_bad_input(capsys, "train", npy, "--levels", "optimal", expected=[
-        "needs a backend that decodes level tables (golden2), found 'golden'"])
+        "needs a backend that decodes level tables (golden2, verilator2), found 'golden'"])
     path = tmp_path / "o.zsgd"
     assert run(capsys, "quantize", npy, "-o", path, "--levels", "uniform")[0] == 0
     assert_bad_input(capsys, "train", path, expected=["level table", "golden2"])

@@ -299,7 +299,9 @@ def _add_train_options(p) -> None:
                    help="float: float64 SGD; golden: the bit-exact engine model; verilator, "
                         "board, board-sim: the generated engine checked against the golden "
                         "model after every epoch, simulated by Verilator, on a board over its "
-                        "serial port (--port), or the simulated board over the same link")
+                        "serial port (--port), or the simulated board over the same link; "
+                        "golden2, verilator2: engine v2's model, and engine v2 simulated by "
+                        "Verilator through its registers (numerics v2, --levels)")
     p.add_argument("--port", help="the board's serial port (--backend board), e.g. /dev/ttyUSB0; "
                                   "no default")
     p.add_argument("--baud", type=int, default=_RUN.baud,

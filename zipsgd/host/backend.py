@@ -31,11 +31,11 @@ from typing import ClassVar
 import numpy as np
 
 from ..spec.engine import EngineParams, RunConfig
-from ..spec.engine2 import MAX_BATCH2
+from ..spec.engine2 import MAX_BATCH2, EngineParams2, LanePlan, RunConfig2
 from ..spec.errors import ConfigError
 
 __all__ = ["Backend", "FloatBackend", "GoldenBackend", "Golden2Backend", "EngineBackend",
-           "EpochJob",
+           "EpochJob", "EpochJob2", "Engine2Backend",
            "ENTRY_POINT_GROUP", "backend_names", "get_backend"]
 
 #: The entry-point group in which backends register (``pyproject.toml``).
@@ -111,6 +111,42 @@ class EngineBackend(Backend):
                    progress: Callable[[int], None] | None = None) -> list[dict]:
         """Run ``jobs`` in order from ``initial_model``; per epoch a dict with ``status`` (the
         decoded status registers, :func:`zipsgd.spec.registers.decode_status_words`),
+        ``model_words`` and ``wall_s``.  ``progress(epochs_done)`` as epochs finish."""
+
+
+class EpochJob2:
+    """One epoch for an engine v2 backend: the run's settings and lane plan, the packed stream
+    (``docs/FORMAT.md``, version 2: :func:`~zipsgd.spec.stream.pack_stream`), whether to
+    (re)write the seed register before it, and the level table to load before it (``None``:
+    keep the loaded one; rows ``l_0 .. l_(2**b)``, one row for a shared table)."""
+
+    def __init__(self, config: RunConfig2, plan: LanePlan, payload: np.ndarray,
+                 write_seed: bool = False, levels: np.ndarray | None = None,
+                 per_feature: bool = False):
+        self.config, self.plan = config, plan
+        self.payload = np.ascontiguousarray(payload, dtype=np.uint8)
+        self.write_seed = write_seed
+        self.levels = None if levels is None else np.asarray(levels, dtype=np.int64)
+        self.per_feature = per_feature
+
+
+class Engine2Backend(Backend):
+    """A backend that runs engine v2 (numerics v2, level tables); the driver checks it against
+    the golden model of engine v2 after every epoch."""
+
+    kind = "engine"
+    numerics = 2
+    levels = True
+
+    def check(self, settings) -> None:
+        Golden2Backend().check(settings)
+
+    @abc.abstractmethod
+    def run_epochs(self, settings, params: EngineParams2, jobs: list[EpochJob2],
+                   initial_model: np.ndarray,
+                   progress: Callable[[int], None] | None = None) -> list[dict]:
+        """Run ``jobs`` in order from ``initial_model``; per epoch a dict with ``status`` (the
+        decoded status registers, :func:`zipsgd.spec.registers2.decode_status`),
         ``model_words`` and ``wall_s``.  ``progress(epochs_done)`` as epochs finish."""
 
 

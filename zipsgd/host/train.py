@@ -51,14 +51,22 @@ from ..spec.engine2 import (
     RESIDUAL_WIDTH,
     EngineParams2,
     RunConfig2,
+    lane_plan,
     step_register,
 )
 from ..spec.errors import ConfigError, DatasetError
 from ..spec.fixed import RoundingMode
 from ..spec.link import DEFAULT_BAUD
 from ..spec.registers import epoch_status
-from ..spec.stream import Encoding, StreamLayout, pack_beats_v1, restream_v1, uniform_levels
-from .backend import EpochJob, get_backend
+from ..spec.stream import (
+    Encoding,
+    StreamLayout,
+    pack_beats_v1,
+    pack_stream,
+    restream_v1,
+    uniform_levels,
+)
+from .backend import EpochJob, EpochJob2, get_backend
 from .datasets import open_source
 from .levels import DEFAULT_POINTS, LevelStats, check_level_options, solve_table
 from .quantize import dequantize_fields, epoch_rng, quantize_fields, quantize_table
@@ -148,7 +156,7 @@ class TrainSettings:
         check_level_options(self.levels, self.levels_method, self.levels_points, self.layout())
         if self.levels is not None and not get_backend(self.backend).levels:
             raise ConfigError(f"--levels {self.levels} needs a backend that decodes level "
-                              f"tables (golden2), found {self.backend!r}")
+                              f"tables (golden2, verilator2), found {self.backend!r}")
         # The register formats' ranges (RunConfig's checks), before anything is computed.
         RunConfig(model_width=self.model_width, model_frac=self.model_frac,
                   grad_width=self.grad_width, grad_frac=self.grad_frac)
@@ -524,7 +532,10 @@ def _golden2_epochs(report, settings: TrainSettings, n_features: int, n_samples:
     layout = settings.layout()
     params = EngineParams2(settings.bus_width, settings.max_features,
                            min(settings.max_batch, MAX_BATCH2))
+    backend = get_backend(settings.backend)
+    checked = backend.kind == "engine"
     engine = None
+    jobs, expected = [], []
     for epoch in range(1, settings.epochs + 1):
         started = time.perf_counter()
         config = engine_run_config2(settings, n_features, epoch)
@@ -532,7 +543,11 @@ def _golden2_epochs(report, settings: TrainSettings, n_features: int, n_samples:
             engine = GoldenEngine2(params, config, levels=table)
         else:
             engine.configure(config, table)
-        status = engine.run_epoch_fields(fields_for(epoch))
+        fields = fields_for(epoch)
+        status = engine.run_epoch_fields(fields)
+        if checked:
+            jobs.append(_epoch_job2(params, config, fields, table, epoch == 1))
+            expected.append((status, engine.model.copy()))
         record = {"epoch": epoch, "gamma": settings.gamma(epoch),
                   **_status_record(status, n_samples, label_scale, config,
                                    2 * LOSS_FRAC2),
@@ -542,45 +557,87 @@ def _golden2_epochs(report, settings: TrainSettings, n_features: int, n_samples:
         _finish_record(record, engine.model / float(1 << config.model_frac), losses,
                        divergence, label_scale, started)
         report["epochs"].append(record)
-        if progress is not None:
+        if progress is not None and not checked:
             progress(epoch, record)
+    if checked:
+        results = backend.run_epochs(settings, params, jobs, np.zeros(n_features, np.int64),
+                                     _engine_progress(progress))
+        _engine_results(report, results, expected, [(j.plan.total // (n_features + 1),
+                                                     j.config.model_frac) for j in jobs],
+                        _same_status2, 2 * LOSS_FRAC2, losses, label_scale)
     return engine
+
+
+def _epoch_job2(params: EngineParams2, config: RunConfig2, fields: np.ndarray, table,
+                first: bool) -> EpochJob2:
+    """An epoch for an engine v2 backend: the seed and the level table with the first (one
+    shared row when every feature's levels are the same; uniform levels without a table)."""
+    raw = config.encoding is Encoding.RAW32
+    if table is None and not raw:
+        table = uniform_levels(config.bits, config.n_features)
+    per_feature = table is not None and bool((table != table[:1]).any())
+    plan = lane_plan(config, params, fields.shape[0], per_feature)
+    layout = StreamLayout(config.encoding, config.bits, params.bus_width)
+    return EpochJob2(config, plan, pack_stream(fields, layout), write_seed=first,
+                     levels=table if first else None, per_feature=per_feature)
+
+
+def _same_status2(hw: dict, status) -> bool:
+    return (hw["loss"], hw["samples"], hw["beats"], hw["updates"], hw["model_saturations"],
+            hw["residual_saturations"], hw["forward_saturations"],
+            bool(hw["loss_saturated"])) == (
+        status.loss_acc, status.samples, status.beats, status.updates,
+        status.model_saturations, status.residual_saturations, status.forward_saturations,
+        bool(status.loss_saturated))
+
+
+def _engine_progress(progress):
+    def on_epoch(done):
+        if progress is not None:
+            progress(done, None)
+    return on_epoch
+
+
+def _engine_results(report, results, expected, epochs, same_status, loss_frac: int, losses,
+                    label_scale, extra=None) -> None:
+    """Take an engine backend's epochs into the report, each checked against the golden
+    model's ``expected`` ``(status, model words)``: ``epochs`` holds each epoch's samples and
+    ``FL_m``; the record's losses become the engine's own (the golden ones are kept)."""
+    report["golden_backend_check"] = "model words and status compared with the golden model"
+    for record, result, (status, words), (samples, model_frac) in zip(
+            report["epochs"], results, expected, epochs, strict=True):
+        hw = result["status"]
+        exact = (hw["error_flags"] == 0 and np.array_equal(result["model_words"], words)
+                 and same_status(hw, status))
+        cycles = hw["cycles_busy"]
+        record["golden_loss"], record["golden_engine_loss"] = record.get("loss"), \
+            record["engine_loss"]
+        record["engine_loss"] = hw["loss"] / float(1 << loss_frac) / (2 * samples)
+        record["engine_loss_original_units"] = _original(record["engine_loss"], label_scale)
+        model = np.asarray(result["model_words"], dtype=np.float64) / float(1 << model_frac)
+        for key, loss_of in losses.items():
+            record[key] = loss_of(model)
+            record[f"{key}_original_units"] = _original(record[key], label_scale)
+        record.update({"bit_exact": bool(exact), "cycles": cycles,
+                       "bus_efficiency": hw["beats"] / cycles if cycles else None,
+                       "simulation_seconds": result["wall_s"]})
+        if extra is not None:
+            record.update(extra(hw))
+    report["bit_exact"] = all(r["bit_exact"] for r in report["epochs"])
+    report["simulated_model_words"] = results[-1]["model_words"]
 
 
 def _check_engine(report, backend, settings, params, jobs, expected, n_features, progress,
                   losses, label_scale) -> None:
     """Run the epochs on the engine backend and check each against the golden model."""
-
-    def on_epoch(done):
-        if progress is not None:
-            progress(done, None)
-
     initial = np.zeros(n_features, dtype=np.int64)
-    results = backend.run_epochs(settings, params, jobs, initial, on_epoch)
-    report["golden_backend_check"] = "model words and status compared with the golden model"
-    for record, result, (status, words) in zip(report["epochs"], results, expected,
-                                               strict=True):
-        hw = result["status"]
-        exact = (hw["error_flags"] == 0 and np.array_equal(result["model_words"], words)
-                 and epoch_status(hw) == status)
-        cycles = hw["cycles_busy"]
-        # The record's losses become the simulated engine's own; the golden ones are kept.
-        job = jobs[record["epoch"] - 1]
-        record["golden_loss"], record["golden_engine_loss"] = record.get("loss"), \
-            record["engine_loss"]
-        record["engine_loss"] = hw["loss"] / float(1 << LOSS_ACC_FRAC) / (2 * job.samples)
-        record["engine_loss_original_units"] = _original(record["engine_loss"], label_scale)
-        words = np.asarray(result["model_words"], dtype=np.float64)
-        for key, loss_of in losses.items():
-            record[key] = loss_of(words / float(1 << job.config.model_frac))
-            record[f"{key}_original_units"] = _original(record[key], label_scale)
-        record.update({"bit_exact": bool(exact), "cycles": cycles,
-                       "cycles_starved": hw["cycles_starved"],
-                       "cycles_update_stall": hw["cycles_update_stall"],
-                       "bus_efficiency": hw["beats"] / cycles if cycles else None,
-                       "simulation_seconds": result["wall_s"]})
-    report["bit_exact"] = all(r["bit_exact"] for r in report["epochs"])
-    report["simulated_model_words"] = results[-1]["model_words"]
+    results = backend.run_epochs(settings, params, jobs, initial, _engine_progress(progress))
+    _engine_results(report, results, expected,
+                    [(j.samples, j.config.model_frac) for j in jobs],
+                    lambda hw, status: epoch_status(hw) == status, LOSS_ACC_FRAC, losses,
+                    label_scale,
+                    lambda hw: {"cycles_starved": hw["cycles_starved"],
+                                "cycles_update_stall": hw["cycles_update_stall"]})
 
 
 def _status_record(status, n_samples: int, label_scale: float, config,
@@ -616,7 +673,7 @@ def train_stream_file(stream: EpochStreams, settings: TrainSettings, progress=No
     backend = get_backend(settings.backend)
     if header.levels is not None and not backend.levels:
         raise ConfigError(f"{stream.name} carries a level table: expected a backend that "
-                          f"decodes level tables (golden2), found {settings.backend!r}")
+                          f"decodes level tables (golden2, verilator2), found {settings.backend!r}")
     if settings.levels is not None:
         raise ConfigError(f"levels {settings.levels!r}: a .zsgd file brings its own levels "
                           "(quantize --levels), expected none")

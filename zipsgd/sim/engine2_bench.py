@@ -65,6 +65,10 @@ class TB2:
         for offset, value in pairs:
             await self.write(offset, value)
 
+    @staticmethod
+    def offset(name: str) -> int:
+        return _offset(name)
+
     async def status(self) -> dict:
         return regs.decode_status({o: await self.read(o) for o in regs.status_offsets()})
 

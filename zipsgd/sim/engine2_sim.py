@@ -7,11 +7,14 @@ import json
 import tempfile
 from pathlib import Path
 
+from ..host.backend import EpochJob2
 from ..hw.v2.top import TOP_NAME2, ZipsgdEngine2
+from ..spec import registers2
 from ..spec.engine2 import EngineParams2
 from . import runner
+from .engine_sim import run_job
 
-__all__ = ["run_engine2", "engine2_runs"]
+__all__ = ["run_engine2", "engine2_runs", "run_training_job2", "epoch_writes"]
 
 
 def engine2_runs() -> list[dict]:
@@ -43,3 +46,25 @@ def run_engine2(params: EngineParams2, runs: list[dict], report_dir=None,
                               test_params={"params": params.__dict__, "runs": runs},
                               extra_env={"ZIPSGD_SIM_REPORT": str(report)}, **kwargs)
         return json.loads(report.read_text()) if report.exists() else []
+
+
+def epoch_writes(job: EpochJob2) -> list[tuple[int, int]]:
+    """The register writes before an epoch: its settings (and SEED), then its level table."""
+    writes = registers2.config_writes(job.config, job.plan, per_feature=job.per_feature,
+                                      seed=job.write_seed)
+    if job.levels is not None:
+        writes += registers2.level_writes(job.levels if job.per_feature else job.levels[:1])
+    return writes
+
+
+def run_training_job2(params: EngineParams2, jobs: list[EpochJob2], initial_model,
+                      progress=None, build_root=None) -> list[dict]:
+    """Run ``jobs`` on engine v2 simulated by Verilator (built once per Verilog, cached),
+    through its registers and stream; one dict per epoch: ``status`` (the decoded status
+    registers), ``model_words``, ``wall_s``."""
+    built = runner.build(ZipsgdEngine2(params), TOP_NAME2, build_root=build_root)
+    job = {"params": params.__dict__, "model": [int(w) for w in initial_model],
+           "epochs": [{"writes": epoch_writes(j), "n_features": j.config.n_features}
+                      for j in jobs]}
+    return run_job(built, "zipsgd.sim.train_job2", "train_job2", job,
+                   [j.payload for j in jobs], progress)

@@ -16,12 +16,14 @@ from collections.abc import Callable
 from dataclasses import asdict, fields
 from pathlib import Path
 
+import numpy as np
+
 from ..host.backend import EpochJob
 from ..hw.top import TOP_NAME, ZipsgdEngine
 from ..spec.engine import EngineParams, RunConfig
 from .runner import build, run
 
-__all__ = ["run_training_job", "build_engine"]
+__all__ = ["run_job", "run_training_job", "build_engine"]
 
 
 def build_engine(params: EngineParams, build_root=None):
@@ -46,22 +48,34 @@ def run_training_job(params: EngineParams, epochs: list[EpochJob], initial_model
         If the build or the simulation fails.
     """
     built = build_engine(params, build_root)
+    job = {"params": asdict(params), "model": [int(w) for w in initial_model],
+           "epochs": [{"config": _config_dict(epoch.config), "samples": epoch.samples,
+                       "seed": epoch.write_seed} for epoch in epochs]}
+    return run_job(built, "zipsgd.sim.train_job", "train_job", job,
+                   [epoch.payload for epoch in epochs], progress, poll_seconds)
+
+
+def run_job(built, test_module: str, testcase: str, job: dict, payloads: list,
+            progress: Callable[[int], None] | None = None,
+            poll_seconds: float = 0.5) -> list[dict]:
+    """Run a job runner's ``testcase`` on a built engine: ``job`` (its ``epochs`` a list of
+    dicts) is written as the job file with each epoch's ``payload`` (a file of
+    ``payloads[k]``), ``result`` and ``progress`` paths; the simulation runs in a thread while
+    ``progress(epochs_done)`` follows the progress file.  Returns the result file's list."""
     with tempfile.TemporaryDirectory(prefix="zipsgd-job-") as folder:
         folder = Path(folder)
-        job = {"params": asdict(params), "model": [int(w) for w in initial_model],
-               "epochs": [], "result": str(folder / "result.json"),
+        job = {**job, "result": str(folder / "result.json"),
                "progress": str(folder / "progress.json")}
-        for k, epoch in enumerate(epochs):
+        for k, (epoch, payload) in enumerate(zip(job["epochs"], payloads, strict=True)):
             path = folder / f"epoch{k}.bin"
-            epoch.payload.tofile(path)
-            job["epochs"].append({"config": _config_dict(epoch.config), "samples": epoch.samples,
-                                  "payload": str(path), "seed": epoch.write_seed})
+            np.ascontiguousarray(payload, dtype=np.uint8).tofile(path)
+            epoch["payload"] = str(path)
         (folder / "job.json").write_text(json.dumps(job))
         failure: list[BaseException] = []
 
         def simulate():
             try:
-                run(built, "zipsgd.sim.train_job", testcase="train_job",
+                run(built, test_module, testcase=testcase,
                     extra_env={"ZIPSGD_SIM_JOB": str(folder / "job.json")})
             except BaseException as error:
                 failure.append(error)

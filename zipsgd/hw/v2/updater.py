@@ -21,6 +21,8 @@ threshold 0, no draws, no counts, no model writes): at the start of an epoch.
 
 from __future__ import annotations
 
+import math
+
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
@@ -190,12 +192,14 @@ class Updater(wiring.Component):
                 word = Signal(signed(MODEL_STORAGE_WIDTH), name=f"model_word{b}_{i}")
                 m.d.sync += word.eq(Mux(piece == i, r.data, 0))
                 ports.append((r, w, word))
-            # Then an OR of up to four pieces per register, twice.
+            # Then an OR of up to four pieces per register, twice (more than 16 pieces, in
+            # simulation builds larger than an 85F holds: wider ORs, the same two levels).
             words = [x for _, _, x in ports]
+            fan = max(4, math.isqrt(len(words) - 1) + 1)
             for level in range(2):
-                words = [_or_register(m, words[i:i + 4], f"model_or{b}_{level}_{i // 4}")
-                         for i in range(0, len(words), 4)]
-            assert len(words) == 1, "Updater: more model pieces than two OR levels take"
+                words = [_or_register(m, words[i:i + fan], f"model_or{b}_{level}_{i // fan}")
+                         for i in range(0, len(words), fan)]
+            assert len(words) == 1
             banks.append(ports)
             read.append(words[0])
         host_bank = delay_line(m, host_j[:ushift] if ushift else Const(0, 1),

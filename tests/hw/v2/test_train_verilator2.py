@@ -1,0 +1,53 @@
+"""``zipsgd train --backend verilator2``: the training driver on engine v2 simulated by
+Verilator, through its registers and stream, checked against the golden model of engine v2
+after every epoch."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from zipsgd.cli import main
+from zipsgd.host.datasets import open_source
+from zipsgd.host.pack import pack_source
+from zipsgd.host.train import TrainSettings, load_scaled, train_in_memory, train_stream_file
+from zipsgd.host.zsgd_file import StreamFile
+
+# The build of the engine v2 tests (W = 64, N_max = 4096, B_max = 512): cached once.
+SETTINGS = TrainSettings(backend="verilator2", bits=3, epochs=2, batch_size=16, step_size=0.25,
+                         max_features=4096, max_batch=512, seed=4)
+
+
+def test_in_memory_training_is_bit_exact_with_the_golden_model():
+    data = load_scaled("synthetic:8:300:2")
+    report = train_in_memory(data, SETTINGS)
+    golden = train_in_memory(data, replace(SETTINGS, backend="golden2"))
+    assert report["bit_exact"] is True
+    assert report["model_words"] == golden["model_words"]
+    for simulated, reference in zip(report["epochs"], golden["epochs"], strict=True):
+        assert simulated["loss"] == reference["loss"]
+        assert simulated["engine_loss"] == reference["engine_loss"]
+        assert simulated["beats"] == reference["beats"]
+        assert simulated["cycles"] >= simulated["beats"]
+
+
+def test_optimal_levels_are_loaded_through_the_registers():
+    """Per-feature variance-optimal tables, solved on the data, written through LEVEL_DATA."""
+    data = load_scaled("sklearn:diabetes")
+    settings = replace(SETTINGS, bits=2, levels="optimal", batch_size=8)
+    report = train_in_memory(data, settings)
+    golden = train_in_memory(data, replace(settings, backend="golden2"))
+    assert report["bit_exact"] is True
+    assert report["model_words"] == golden["model_words"]
+    assert report["level_table"] == golden["level_table"]
+
+
+def test_stream_file_training_and_the_command_line(tmp_path, capsys):
+    """A packed file through the driver, and ``zipsgd train --backend verilator2``."""
+    path = tmp_path / "s.zsgd"
+    pack_source(open_source("synthetic:5:120:3"), path, SETTINGS.layout(), epochs=2, seed=8,
+                progress=False)
+    report = train_stream_file(StreamFile(path), replace(SETTINGS, epochs=3))
+    assert [e["bit_exact"] for e in report["epochs"]] == [True] * 3
+    # (The command line's build: N_max = 32768, B_max = 512.)
+    assert main(["train", str(path), "--backend", "verilator2", "--epochs", "2",
+                 "--batch-size", "16", "--step-size", "0.25"]) == 0
