@@ -21,13 +21,11 @@ def test_in_memory_training_is_bit_exact_with_the_golden_model():
     data = load_scaled("synthetic:8:300:2")
     report = train_in_memory(data, SETTINGS)
     golden = train_in_memory(data, replace(SETTINGS, backend="golden2"))
-    assert report["bit_exact"] is True
-    assert report["model_words"] == golden["model_words"]
-    for simulated, reference in zip(report["epochs"], golden["epochs"], strict=True):
-        assert simulated["loss"] == reference["loss"]
-        assert simulated["engine_loss"] == reference["engine_loss"]
-        assert simulated["beats"] == reference["beats"]
-        assert simulated["cycles"] >= simulated["beats"]
+    assert report["bit_exact"] is True and report["model_words"] == golden["model_words"]
+    keys = ("loss", "engine_loss", "beats", "updates", "forward_saturations")
+    assert [[e[k] for k in keys] for e in report["epochs"]] == \
+        [[e[k] for k in keys] for e in golden["epochs"]]
+    assert all(e["cycles"] >= e["beats"] for e in report["epochs"])
 
 
 def test_optimal_levels_are_loaded_through_the_registers():
