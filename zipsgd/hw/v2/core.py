@@ -207,12 +207,15 @@ class Core2(wiring.Component):
         c.wp, c.rp = Signal(32), Signal(32)    # passes issued, passes replayed
         c.issue = Signal()
         rest = Signal(lanes)                   # lanes of the window not issued yet
-        rb1, rb2 = Signal(33), Signal(33)
+        rb1, rb2 = Signal(33, name="rb1"), Signal(33, name="rb2")
+        # The settings the decision reads, copied beside it (they hold while busy).
+        raw, short, exact = (replicas(m, f"{n}_ctl", getattr(self, n), 1)[0]
+                             for n in ("raw", "short_samples", "exact"))
         ahead = Signal(signed(8))
         left = Signal(signed(34))
         pos_bits = (lanes - 1).bit_length()
         used = Signal(lanes)                   # the lanes that hold positions
-        m.d.comb += used.eq(Mux(self.raw, int("0001" * (lanes // 4), 2), (1 << lanes) - 1))
+        m.d.comb += used.eq(Mux(raw, int("0001" * (lanes // 4), 2), (1 << lanes) - 1))
         # Beats are taken only while an epoch runs (a stream sent before its start waits).
         m.d.comb += [gb.beats.valid.eq(self.beats.valid & c.running),
                      self.beats.ready.eq(gb.beats.ready & c.running),
@@ -224,7 +227,7 @@ class Core2(wiring.Component):
         # The boundaries' steps, registered (settings): c batches crossed, the window left or
         # not: rb += c * bp - whole * P.
         bp = self.batch_positions
-        positions = Mux(self.raw, lanes // 4, lanes)
+        positions = Mux(raw, lanes // 4, lanes)
         steps = [Signal(signed(34), name=f"rb_step{i}") for i in range(6)]
         m.d.sync += [steps[whole * 3 + n].eq(n * bp - (positions if whole else 0))
                      for whole in range(2) for n in range(3)]
@@ -233,25 +236,25 @@ class Core2(wiring.Component):
         # (EXACT: the batch's own; DELAYED: the one before, version 0 for batch 0), from fb's
         # low bit and a flag for fb = 0, registers.
         fb_zero = Signal()
-        c.buf_a = Mux(self.exact, c.fb[0], ~fb_zero & ~c.fb[0])
-        c.buf_b = Mux(self.exact, ~c.fb[0], c.fb[0])
+        c.buf_a = Mux(exact, c.fb[0], ~fb_zero & ~c.fb[0])
+        c.buf_b = Mux(exact, ~c.fb[0], c.fb[0])
         # Batch fb (fb + 1) may go when its version is ready or it is past the stream's end.
         ready_a = (~ahead[-1] & ahead.any()) | left[-1] | ~left.any()
         ready_b = (~ahead[-1] & ahead[1:].any()) | left[-1] | ~left[1:].any()
 
         def below(value, bits):
             """value < P (value is never negative)."""
-            return Mux(self.raw, value[bits - 2:] == 0, value[bits:] == 0)
+            return Mux(raw, value[bits - 2:] == 0, value[bits:] == 0)
 
         in1, in2 = below(rb1, pos_bits), below(rb2, pos_bits)
-        at1 = Mux(self.raw, rb1 == lanes // 4, rb1 == lanes)       # rb1 == P
-        at2 = Mux(self.raw, rb2 == lanes // 4, rb2 == lanes)
+        at1 = Mux(raw, rb1 == lanes // 4, rb1 == lanes)       # rb1 == P
+        at2 = Mux(raw, rb2 == lanes // 4, rb2 == lanes)
 
         def after(rb, k, extra=0):
             """``rb`` is past lane ``k``'s position plus ``extra``: a constant per mode, so
             a look-up on ``rb``'s low bits, not a carry chain under the mode's choice."""
             low = rb[:pos_bits]
-            return Mux(self.raw, above(low, k // 4 + extra), above(low, k + extra))
+            return Mux(raw, above(low, k // 4 + extra), above(low, k + extra))
 
         # Per lane: its position is before rb1 (rb2).
         before1 = Cat(*(~in1 | after(rb1, k) for k in range(lanes)))
@@ -265,24 +268,24 @@ class Core2(wiring.Component):
         m.d.comb += upto_end.eq(~(_prefix_or(ends) << 1)[:lanes])
         batch_lanes = Mux(in1 & ~ready_b, before1, Mux(in1, before2, (1 << lanes) - 1))
         take = Signal(lanes)
-        m.d.comb += take.eq(rest & Mux(self.short_samples, upto_end, batch_lanes))
+        m.d.comb += take.eq(rest & Mux(short, upto_end, batch_lanes))
         c.take = take
         # Whole: the pass takes every lane left.  (``rest`` is a suffix of the used lanes and
         # ``take`` a prefix of it, and rb1 is past rest's first lane, so this is
         # ``~(rest & ~take).any()`` without waiting for ``take``.)
         whole = Signal()
-        last_used = Mux(self.raw, 1 << (lanes - 4), 1 << (lanes - 1)) if lanes >= 4 else 1
-        m.d.comb += whole.eq(Mux(self.short_samples, ~(ends & ~last_used).any(),
+        last_used = Mux(raw, 1 << (lanes - 4), 1 << (lanes - 1)) if lanes >= 4 else 1
+        m.d.comb += whole.eq(Mux(short, ~(ends & ~last_used).any(),
                                  ~in1 | (ready_b & ~in2)))
         # Boundaries crossed: from the flags (whole samples: at rb1 when it is in the window
         # and the pass reaches it; short samples: when no end is left before rb1).
         cross1, cross2 = Signal(), Signal()
         end_before = Cat(*(ends[k] & after(rb1, k, 1) for k in range(lanes)))
         m.d.comb += [
-            cross1.eq(Mux(self.short_samples,
+            cross1.eq(Mux(short,
                           Mux(in1, ~end_before.any(), whole & at1),
                           Mux(in1, 1, at1))),
-            cross2.eq(~self.short_samples & in1 & ready_b & (in2 | at2)),
+            cross2.eq(~short & in1 & ready_b & (in2 | at2)),
         ]
         c.in1, c.before1, c.whole = in1, before1, whole
         space = Signal()
@@ -327,7 +330,7 @@ class Core2(wiring.Component):
         with m.If(self._begin["control"]):
             m.d.sync += [c.running.eq(1), c.refreshing.eq(1), c.fwd_done.eq(0),
                          c.ended.eq(0), rest.eq(used), rb1.eq(bp), rb2.eq(bp << 1),
-                         ahead.eq(Mux(self.exact, 1, 2)), left.eq(self.batches), c.fb.eq(0),
+                         ahead.eq(Mux(exact, 1, 2)), left.eq(self.batches), c.fb.eq(0),
                          fb_zero.eq(1),
                          c.version.eq(0), c.ub.eq(0),
                          c.started.eq(0), c.grad_done.eq(0), c.s_replayed.eq(0),
@@ -355,12 +358,14 @@ class Core2(wiring.Component):
         f.second = Signal(lanes)          # lanes in the pass's second batch
         f.start = Signal(lanes)
         f.end = Signal(lanes)
-        buf_a, buf_b = c.buf_a, c.buf_b
         # (A lane takes its field's validity a cycle after the field, which comes ``_LAG``
-        # cycles after the decision; the buffer comes with the field.)
+        # cycles after the decision; the buffer comes with the field, chosen after registers
+        # beside the decision, so that the batch counter's far reads are registers.)
+        assert _LAG == 1
         valid1 = delay_line(m, f.valid, _LAG + 1, "fwd_valid")
-        buffers = delay_line(m, Cat(*(Mux(f.second[k], buf_b, buf_a) for k in range(lanes))),
-                             _LAG, "fwd_buffer")
+        f.second1 = delay_line(m, f.second, 1, "second")
+        buf_a, buf_b = (delay_line(m, c.buf_a, 1, "buf_a"), delay_line(m, c.buf_b, 1, "buf_b"))
+        buffers = Cat(*(Mux(f.second1[k], buf_b, buf_a) for k in range(lanes)))
         # The lanes' settings, a copy per group of lanes (settings hold while busy, and an
         # epoch begins a cycle after its start).
         names = ("index_mask", "bit_select", "double_sampled", "per_feature", "raw")
@@ -518,7 +523,7 @@ class Core2(wiring.Component):
                 seen = seen | start1[k]
                 m.d.comb += after[k].eq(seen)
         valid2, second2, after2 = (delay_line(m, f.valid, _LEVELS, "valid"),
-                                   delay_line(m, f.second, _LEVELS, "second"),
+                                   delay_line(m, f.second1, _LEVELS - 1, "second2"),
                                    delay_line(m, after, _LEVELS - 1, "after"))
         written = Signal(32)
         with m.If(self._begin["replay"]):
