@@ -675,18 +675,24 @@ class Core2(wiring.Component):
                      upd.host_wdata.eq(self.model_wdata), self.model_rdata.eq(upd.host_rdata)]
         # The level writes: the port into registers, then each lane's write into registers
         # (a copy per group of lanes), which the lanes register again beside their tables.
-        we, feature_in = Signal(), Signal.like(self.level_feature)
+        # (The settings it reads, and the lane-class mask, are registers beside it.)
+        per_feature, g_log2 = (replicas(m, f"{n}_host", getattr(self, n), 1)[0]
+                               for n in ("per_feature", "g_log2"))
+        g_mask = Signal(8, name="level_g_mask")
+        m.d.sync += g_mask.eq((Const(1, 8) << self.g_log2) - 1)
+        we, feature_in = Signal(name="level_we_r"), Signal.like(self.level_feature)
         index, wdata = Signal.like(self.level_index), Signal.like(self.level_data)
+        cls = Signal(8, name="level_class")
         m.d.sync += [we.eq(self.level_we & ~self.busy), feature_in.eq(self.level_feature),
-                     index.eq(self.level_index), wdata.eq(self.level_data)]
-        g_mask = (Const(1, 8) << self.g_log2) - 1
-        feature = feature_in >> self.g_log2
-        addr = Mux(self.per_feature, Cat(feature[:7], index[:4]), index)
-        lane_we = Signal(len(self.lane))
+                     index.eq(self.level_index), wdata.eq(self.level_data),
+                     cls.eq(self.level_feature & g_mask)]
+        feature = feature_in >> g_log2
+        addr = Mux(per_feature, Cat(feature[:7], index[:4]), index)
+        lane_we = Signal(len(self.lane), name="level_lane_we")
         copies = [(replicas(m, f"level_addr{g}", addr, 1)[0],
                    replicas(m, f"level_data{g}", wdata, 1)[0]) for g in range(self.groups)]
         for k, lane in enumerate(self.lane):
-            mine = ~self.per_feature | ((k & g_mask) == (feature_in & g_mask))
+            mine = ~per_feature | ((k & g_mask) == cls)
             m.d.sync += lane_we[k].eq(we & mine)
             group_addr, group_data = copies[k // GROUP]
             m.d.comb += [lane.cb_we.eq(lane_we[k]), lane.cb_addr.eq(group_addr),
