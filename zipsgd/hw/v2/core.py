@@ -197,7 +197,10 @@ class Core2(wiring.Component):
         c = _Bag()
         c.running, c.refreshing = Signal(), Signal()
         c.fwd_done, c.ended = Signal(), Signal()
-        c.fb = Signal(32)                      # batch of the pass's first position
+        # Batch of the first position of the pass decided a cycle ago: nothing in the decision
+        # reads it, so it follows the decision a cycle late, from registers (``crossed_r``).
+        c.fb = Signal(32)
+        c.crossed_r = Signal(2)                # batches the last cycle's pass crossed
         c.version = Signal(32)                 # updates finished this epoch
         c.version_up = Signal()                # (set by the update control)
         c.ub = Signal(32)                      # the next batch to update
@@ -238,6 +241,7 @@ class Core2(wiring.Component):
         fb_zero = Signal()
         c.buf_a = Mux(exact, c.fb[0], ~fb_zero & ~c.fb[0])
         c.buf_b = Mux(exact, ~c.fb[0], c.fb[0])
+        m.d.sync += [c.fb.eq(c.fb + c.crossed_r), fb_zero.eq(fb_zero & (c.crossed_r == 0))]
         # Batch fb (fb + 1) may go when its version is ready or it is past the stream's end.
         ready_a = (~ahead[-1] & ahead.any()) | left[-1] | ~left.any()
         ready_b = (~ahead[-1] & ahead[1:].any()) | left[-1] | ~left[1:].any()
@@ -304,13 +308,11 @@ class Core2(wiring.Component):
         m.d.comb += pick.eq(Mux(c.issue & whole, 3, 0) + Mux(c.issue, crossed, 0))
         for rb in (rb1, rb2):
             m.d.sync += rb.eq(Array(rb + st for st in steps)[pick])
-        m.d.sync += ahead.eq(ahead + c.version_up - Mux(c.issue, crossed, 0))
+        m.d.sync += [ahead.eq(ahead + c.version_up - Mux(c.issue, crossed, 0)),
+                     c.crossed_r.eq(Mux(c.issue, crossed, 0))]
         with m.If(c.issue):
             m.d.sync += [c.wp.eq(c.wp + 1),
-                         c.fb.eq(Array([c.fb, c.fb + 1, c.fb + 2])[crossed]),
                          left.eq(Array([left, left - 1, left - 2])[crossed])]
-            with m.If(crossed.any()):
-                m.d.sync += fb_zero.eq(0)
             with m.If(whole):
                 m.d.sync += rest.eq(used)
                 with m.If(h.final):
@@ -331,7 +333,7 @@ class Core2(wiring.Component):
             m.d.sync += [c.running.eq(1), c.refreshing.eq(1), c.fwd_done.eq(0),
                          c.ended.eq(0), rest.eq(used), rb1.eq(bp), rb2.eq(bp << 1),
                          ahead.eq(Mux(exact, 1, 2)), left.eq(self.batches), c.fb.eq(0),
-                         fb_zero.eq(1),
+                         fb_zero.eq(1), c.crossed_r.eq(0),
                          c.version.eq(0), c.ub.eq(0),
                          c.started.eq(0), c.grad_done.eq(0), c.s_replayed.eq(0),
                          c.wp.eq(0), c.rp.eq(0), self.framing_error.eq(0)]
@@ -359,13 +361,12 @@ class Core2(wiring.Component):
         f.start = Signal(lanes)
         f.end = Signal(lanes)
         # (A lane takes its field's validity a cycle after the field, which comes ``_LAG``
-        # cycles after the decision; the buffer comes with the field, chosen after registers
-        # beside the decision, so that the batch counter's far reads are registers.)
+        # cycles after the decision; the buffer comes with the field, chosen from registers a
+        # cycle after the decision: the pass's second-batch lanes and the late batch count.)
         assert _LAG == 1
         valid1 = delay_line(m, f.valid, _LAG + 1, "fwd_valid")
         f.second1 = delay_line(m, f.second, 1, "second")
-        buf_a, buf_b = (delay_line(m, c.buf_a, 1, "buf_a"), delay_line(m, c.buf_b, 1, "buf_b"))
-        buffers = Cat(*(Mux(f.second1[k], buf_b, buf_a) for k in range(lanes)))
+        buffers = Cat(*(Mux(f.second1[k], c.buf_b, c.buf_a) for k in range(lanes)))
         # The lanes' settings, a copy per group of lanes (settings hold while busy, and an
         # epoch begins a cycle after its start).
         names = ("index_mask", "bit_select", "double_sampled", "per_feature", "raw")
@@ -485,32 +486,31 @@ class Core2(wiring.Component):
         groups = self.groups
         aw = (LANE_CAPACITY - 1).bit_length()
         rlog = (groups - 1).bit_length()
-        # Pass records (written a cycle after the issue, from registers): the first sample
-        # count, the last sample, the groups with a start, the first batch's parity, batches
-        # complete after it.
+        # Pass records (made a cycle after the issue from registers, written a cycle later):
+        # the first sample count, the last sample, the groups with a start, the first batch's
+        # parity, batches complete after it (``fb`` follows the decision a cycle late).
         start1 = delay_line(m, f.start, 1, "rec_start")
         issue1 = delay_line(m, c.issue, 1, "rec_issue")
         wp1 = delay_line(m, c.wp[:aw], 1, "rec_wp")
-        fb1 = delay_line(m, c.fb[:1], 1, "rec_fb")
         last_pass = Signal()
-        after_fb = Signal(32)
-        m.d.sync += [last_pass.eq(c.whole & h.final),
-                     after_fb.eq(Array([c.fb, c.fb + 1, c.fb + 2])[c.crossed])]
+        m.d.sync += last_pass.eq(c.whole & h.final)
         gstarts = Cat(*(start1[g * GROUP:(g + 1) * GROUP].any() for g in range(groups)))
         valid_starts = popcount(start1)
         slast = Signal(32)
         m.d.comb += slast.eq(c.started + valid_starts - 1)
-        done_batches = Mux(last_pass, self.batches, after_fb)
-        record = Cat(c.started, slast, gstarts, fb1, done_batches)
+        done_batches = Mux(last_pass, self.batches, c.fb + c.crossed_r)
+        record = Cat(c.started, slast, gstarts, c.fb[:1], done_batches)
         with m.If(issue1):
             m.d.sync += c.started.eq(c.started + valid_starts)
+        record2 = delay_line(m, record, 1, "rec_data")
+        issue1, wp1 = delay_line(m, issue1, 1, "rec_issue2"), delay_line(m, wp1, 1, "rec_wp2")
         # (The records' read never meets their write: a record is fetched once written.  The
         # replay memories' transparent read ports keep Yosys's default collision behaviour.)
         info = memory.Memory(shape=len(record), depth=LANE_CAPACITY, init=[])
         m.submodules.passes = info
         iw = info.write_port()
         ir = info.read_port()
-        m.d.comb += [iw.en.eq(issue1), iw.addr.eq(wp1), iw.data.eq(record)]
+        m.d.comb += [iw.en.eq(issue1), iw.addr.eq(wp1), iw.data.eq(record2)]
         # Per lane: the field's second level, address, validity and selects.  Written with
         # the lane's levels.
         wp2 = delay_line(m, c.wp[:aw], _LEVELS, "wp")
