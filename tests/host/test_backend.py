@@ -9,6 +9,7 @@ from zipsgd.golden.engine import GoldenEngine
 from zipsgd.host import backend as registry
 from zipsgd.host.backend import (
     Backend,
+    Engine2Backend,
     EngineBackend,
     FloatBackend,
     GoldenBackend,
@@ -21,16 +22,18 @@ from zipsgd.spec.registers import decode_status_words, status_offsets
 
 
 def test_every_backend_is_registered_under_its_name():
-    assert set(backend_names()) == {"float", "golden", "golden2", "verilator", "board",
-                                    "board-sim"}
+    assert set(backend_names()) == {"float", "golden", "golden2", "verilator", "verilator2",
+                                    "board", "board-sim"}
     for name in backend_names():
         backend = get_backend(name)
         assert isinstance(backend, Backend) and backend.name == name
     assert isinstance(get_backend("float"), FloatBackend)
     assert isinstance(get_backend("golden"), GoldenBackend)
     assert {n for n in backend_names() if get_backend(n).kind == "engine"} == {
-        "verilator", "board", "board-sim"}
+        "verilator", "verilator2", "board", "board-sim"}
     assert all(isinstance(get_backend(n), EngineBackend) for n in ("verilator", "board"))
+    assert isinstance(get_backend("verilator2"), Engine2Backend)
+    assert get_backend("verilator2").numerics == 2 and get_backend("verilator2").levels
 
 
 def test_unknown_backend_is_a_config_error():

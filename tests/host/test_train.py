@@ -411,5 +411,5 @@ def test_a_file_with_a_level_table_is_refused(two_epoch_file, tmp_path):
                               levels=uniform_levels(header.layout.bits, header.n_features))
     write_stream(path, with_table, [two_epoch_file.epoch_payload(k) for k in range(2)])
     with pytest.raises(ConfigError, match=r"level table: expected a backend that decodes level "
-                                          r"tables \(golden2\)"):
+                                          r"tables \(golden2, verilator2\)"):
         train_stream_file(StreamFile(path), replace(BASE, epochs=1))
