@@ -19,7 +19,8 @@ window's flags):
   the next model version's forward operands into the lanes' idle buffer.
 
 Passes split a window only where a batch needs a model version that is not ready yet (EXACT:
-the previous batch's update; DELAYED: the one before), so a pass holds at most two batches.
+the previous batch's update; DELAYED: the one before), so a pass holds at most two batches;
+or, with samples shorter than a group, after each sample end (such a pass every second cycle).
 """
 
 from __future__ import annotations
@@ -168,19 +169,25 @@ class Core2(wiring.Component):
             flags.o.payload.final
         h.pop = Signal()
         m.d.comb += flags.o.ready.eq(h.pop)
-        # A data stage holds at most one window more than the flags' (its pop is a cycle
-        # late), so three at most: it always has room when the flags' stage has.
+        # A data stage is pushed and popped a cycle after the flags' stage: the window and its
+        # addresses go into flip-flops (no enable) and the push into a copy per stage, so the
+        # gearbox's and the sequencer's handshake ends at their own registers.  It holds at
+        # most one window more than the flags' (its pop is a cycle late), so three at most:
+        # it always has room when the flags' stage has.
         pops = replicas(m, "pop", h.pop, self.groups)
+        # (A push in an epoch's first cycle is one the flags' stage drops with its clear.)
+        pushes = replicas(m, "push", push & ~self._begin["flags"], self.groups)
         layout = data.StructLayout({"slots": data.ArrayLayout(SLOT_WIDTH, GROUP),
                                     "addr": data.ArrayLayout(aw, GROUP)})
         h.slots, h.addr = [], []
         for g in range(self.groups):
             st = m.submodules[f"stage{g}"] = WindowStage(layout, depth=4)
-            m.d.comb += [st.i.valid.eq(push), st.o.ready.eq(pops[g]),
-                         st.clear.eq(self._begin[f"stage{g}"])]
+            window = Signal(layout, name=f"window{g}")
+            m.d.comb += [st.i.valid.eq(pushes[g]), st.i.payload.eq(window),
+                         st.o.ready.eq(pops[g]), st.clear.eq(self._begin[f"stage{g}"])]
             for i, k in enumerate(range(g * GROUP, (g + 1) * GROUP)):
-                m.d.comb += [st.i.payload.slots[i].eq(gb.windows.payload.slots[k]),
-                             st.i.payload.addr[i].eq(seq.addr[k])]
+                m.d.sync += [window.slots[i].eq(gb.windows.payload.slots[k]),
+                             window.addr[i].eq(seq.addr[k])]
                 h.slots.append(st.o.payload.slots[i])
                 h.addr.append(st.o.payload.addr[i])
         return h
@@ -242,17 +249,26 @@ class Core2(wiring.Component):
         c.buf_a = Mux(exact, c.fb[0], ~fb_zero & ~c.fb[0])
         c.buf_b = Mux(exact, ~c.fb[0], c.fb[0])
         m.d.sync += [c.fb.eq(c.fb + c.crossed_r), fb_zero.eq(fb_zero & (c.crossed_r == 0))]
-        # Batch fb (fb + 1) may go when its version is ready or it is past the stream's end.
-        ready_a = (~ahead[-1] & ahead.any()) | left[-1] | ~left.any()
-        ready_b = (~ahead[-1] & ahead[1:].any()) | left[-1] | ~left[1:].any()
-
+        # Every test the decision reads is a register, stepped with the register it tests
+        # (``docs/HARDWARE.md``, "The pass control"): each outcome's next value is computed
+        # beside the decision from registers, which only chooses among them.
         def below(value, bits):
             """value < P (value is never negative)."""
             return Mux(raw, value[bits - 2:] == 0, value[bits:] == 0)
 
-        in1, in2 = below(rb1, pos_bits), below(rb2, pos_bits)
-        at1 = Mux(raw, rb1 == lanes // 4, rb1 == lanes)       # rb1 == P
-        at2 = Mux(raw, rb2 == lanes // 4, rb2 == lanes)
+        def at(value):
+            """value == P."""
+            return Mux(raw, value == lanes // 4, value == lanes)
+
+        def ready(ahd, lft, second):
+            """Batch fb (fb + 1 when ``second``) may go: its version is ready or it is past
+            the stream's end."""
+            return (~ahd[-1] & ahd[int(second):].any()) | lft[-1] | ~lft[int(second):].any()
+
+        in1, in2, at1, at2 = (Signal(name=n) for n in ("in1", "in2", "at1", "at2"))
+        ahead0, left0 = Signal.like(ahead), Signal.like(left)      # (an epoch's first values)
+        m.d.comb += [ahead0.eq(Mux(exact, 1, 2)), left0.eq(self.batches)]
+        ready_a, ready_b = Signal(name="ready_a"), Signal(name="ready_b")
 
         def after(rb, k, extra=0):
             """``rb`` is past lane ``k``'s position plus ``extra``: a constant per mode, so
@@ -264,33 +280,36 @@ class Core2(wiring.Component):
         before1 = Cat(*(~in1 | after(rb1, k) for k in range(lanes)))
         before2 = Cat(*(~in2 | after(rb2, k) for k in range(lanes)))
         # The pass: the lanes left, up to the first batch that is not ready (the second
-        # boundary at most: a third batch's version cannot be ready), or, with samples shorter
-        # than a group, up to the first sample end (a boundary is a sample start, so that end
-        # never passes it).
-        ends = Cat(*h.end) & rest
-        upto_end = Signal(lanes)
-        m.d.comb += upto_end.eq(~(_prefix_or(ends) << 1)[:lanes])
+        # boundary at most: a third batch's version cannot be ready).  Whole: it takes every
+        # lane left (``rest`` is a suffix of the used lanes, ``take`` a prefix of it and rb1
+        # past rest's first lane, so this needs no ``take``).
         batch_lanes = Mux(in1 & ~ready_b, before1, Mux(in1, before2, (1 << lanes) - 1))
-        take = Signal(lanes)
-        m.d.comb += take.eq(rest & Mux(short, upto_end, batch_lanes))
-        c.take = take
-        # Whole: the pass takes every lane left.  (``rest`` is a suffix of the used lanes and
-        # ``take`` a prefix of it, and rb1 is past rest's first lane, so this is
-        # ``~(rest & ~take).any()`` without waiting for ``take``.)
-        whole = Signal()
+        whole_b = ~in1 | (ready_b & ~in2)
+        # With samples shorter than a group a pass ends after its first sample end (a
+        # boundary is a sample start, so that end never passes it): computed from registers
+        # into registers (``take_s``, ``whole_s``, ``cross_s``), so such a pass goes every
+        # second cycle at most, once they are ``fresh``.
+        take_s, whole_s, cross_s = Signal(lanes, name="take_s"), Signal(name="whole_s"), \
+            Signal(name="cross_s")
+        fresh = Signal(name="fresh")
+        ends = Cat(*h.end) & rest
         last_used = Mux(raw, 1 << (lanes - 4), 1 << (lanes - 1)) if lanes >= 4 else 1
-        m.d.comb += whole.eq(Mux(short, ~(ends & ~last_used).any(),
-                                 ~in1 | (ready_b & ~in2)))
-        # Boundaries crossed: from the flags (whole samples: at rb1 when it is in the window
-        # and the pass reaches it; short samples: when no end is left before rb1).
-        cross1, cross2 = Signal(), Signal()
+        whole_now = ~(ends & ~last_used).any()
         end_before = Cat(*(ends[k] & after(rb1, k, 1) for k in range(lanes)))
-        m.d.comb += [
-            cross1.eq(Mux(short,
-                          Mux(in1, ~end_before.any(), whole & at1),
-                          Mux(in1, 1, at1))),
-            cross2.eq(~short & in1 & ready_b & (in2 | at2)),
-        ]
+        m.d.sync += [take_s.eq(rest & ~(_prefix_or(ends) << 1)[:lanes]),
+                     whole_s.eq(whole_now),
+                     cross_s.eq(Mux(in1, ~end_before.any(), whole_now & at1)),
+                     fresh.eq(~c.issue & h.valid_window)]
+        take = Signal(lanes)
+        m.d.comb += take.eq(Mux(short, take_s, rest & batch_lanes))
+        c.take = take
+        whole = Signal()
+        m.d.comb += whole.eq(Mux(short, whole_s, whole_b))
+        # Boundaries crossed (whole samples: at rb1 when it is in the window and the pass
+        # reaches it).
+        cross1, cross2 = Signal(), Signal()
+        m.d.comb += [cross1.eq(Mux(short, cross_s, in1 | at1)),
+                     cross2.eq(~short & in1 & ready_b & (in2 | at2))]
         c.in1, c.before1, c.whole = in1, before1, whole
         space = Signal()
         ring = RING_DEPTH * self.groups
@@ -299,20 +318,26 @@ class Core2(wiring.Component):
                              (c.started + 2 * self.groups + 3 <= c.s_replayed + ring - 2))
         window = h.valid_window
         m.d.comb += c.issue.eq(c.running & ~c.refreshing & ~c.fwd_done & window & ready_a
-                               & space)
+                               & space & (fresh | ~short))
         crossed = Cat(cross1 & ~cross2, cross2)                 # 0, 1 or 2 batches
         c.crossed = crossed
-        # Every outcome's next value is summed from registers beside the decision, which only
-        # chooses among them (no adder after the decision).
         pick = Signal(3)
         m.d.comb += pick.eq(Mux(c.issue & whole, 3, 0) + Mux(c.issue, crossed, 0))
-        for rb in (rb1, rb2):
-            m.d.sync += rb.eq(Array(rb + st for st in steps)[pick])
-        m.d.sync += [ahead.eq(ahead + c.version_up - Mux(c.issue, crossed, 0)),
-                     c.crossed_r.eq(Mux(c.issue, crossed, 0))]
+        for rb, tin, tat in ((rb1, in1, at1), (rb2, in2, at2)):
+            nexts = [rb + st for st in steps]
+            m.d.sync += [rb.eq(Array(nexts)[pick]),
+                         tin.eq(Array(below(v, pos_bits) for v in nexts)[pick]),
+                         tat.eq(Array(at(v) for v in nexts)[pick])]
+        gone = Mux(c.issue, crossed, 0)
+        aheads = [ahead + c.version_up - d for d in range(3)]
+        lefts = [left - d for d in range(3)]
+        outcomes = list(zip(aheads, lefts, strict=True))
+        m.d.sync += [ahead.eq(Array(aheads)[gone]), left.eq(Array(lefts)[gone]),
+                     ready_a.eq(Array(ready(a, lf, False) for a, lf in outcomes)[gone]),
+                     ready_b.eq(Array(ready(a, lf, True) for a, lf in outcomes)[gone]),
+                     c.crossed_r.eq(gone)]
         with m.If(c.issue):
-            m.d.sync += [c.wp.eq(c.wp + 1),
-                         left.eq(Array([left, left - 1, left - 2])[crossed])]
+            m.d.sync += c.wp.eq(c.wp + 1)
             with m.If(whole):
                 m.d.sync += rest.eq(used)
                 with m.If(h.final):
@@ -332,7 +357,11 @@ class Core2(wiring.Component):
         with m.If(self._begin["control"]):
             m.d.sync += [c.running.eq(1), c.refreshing.eq(1), c.fwd_done.eq(0),
                          c.ended.eq(0), rest.eq(used), rb1.eq(bp), rb2.eq(bp << 1),
-                         ahead.eq(Mux(exact, 1, 2)), left.eq(self.batches), c.fb.eq(0),
+                         ahead.eq(ahead0), left.eq(left0), c.fb.eq(0),
+                         in1.eq(below(bp, pos_bits)), at1.eq(at(bp)),
+                         in2.eq(below(bp << 1, pos_bits)), at2.eq(at(bp << 1)),
+                         ready_a.eq(ready(ahead0, left0, False)),
+                         ready_b.eq(ready(ahead0, left0, True)),
                          fb_zero.eq(1), c.crossed_r.eq(0),
                          c.version.eq(0), c.ub.eq(0),
                          c.started.eq(0), c.grad_done.eq(0), c.s_replayed.eq(0),
