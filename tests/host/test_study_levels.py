@@ -10,9 +10,13 @@ import numpy as np
 import pytest
 
 from tests.test_cli import assert_bad_input, run
+from zipsgd.host.datasets import open_source
 from zipsgd.host.study_levels import (
     ALPHA_GRID,
+    ORDER_SEED,
+    _entry,
     _goal,
+    _load,
     _smallest_bits,
     double_sampled_sgd,
     run_levels_study,
@@ -91,3 +95,13 @@ def test_cli_refuses_bad_arguments(tmp_path, capsys):
     assert status == 0
     assert not list(tmp_path.iterdir())
     assert np.isfinite(ALPHA_GRID).all()
+
+
+def test_rows_are_trained_in_one_fixed_random_order():
+    labels, _ = open_source("sklearn:diabetes").arrays()
+    data = _load(_entry("sklearn:diabetes", None), None)
+    order = np.random.default_rng(ORDER_SEED).permutation(len(labels))
+    # minmax scaling is increasing, so the scaled labels sort as the source's in that order.
+    ranks = np.argsort(data.labels, kind="stable")
+    assert np.array_equal(ranks, np.argsort(labels[order], kind="stable"))
+    assert not np.array_equal(ranks, np.argsort(labels, kind="stable"))
