@@ -1,6 +1,7 @@
 """Formal properties of the engine (``zipsgd/hw/formal.py``), checked with yowasp-sby and Boolector.
 
-The quick properties (AXI4-Lite, the decoder and the core's stream handshake, seconds each)
+The quick properties (AXI4-Lite of both engines, the decoder, the core's stream handshake and
+engine v2's window stage, seconds each)
 run here with their broken variants, which must fail; the others on the whole core take
 minutes each and are ``slow`` (``make formal`` runs them all and ``docs/results/formal.md``
 has the figures).
@@ -51,7 +52,9 @@ def test_core_property(prop, broken, build_dir):
 def test_quick_properties_are_the_fast_ones():
     # The core's deep pipelines take minutes; the normal suite keeps the fast ones.
     assert {p.name for p in QUICK} == {"axil_handshake", "axil_progress", "axil_settings",
-                                       "decoder_levels", "stream_handshake"}
+                                       "decoder_levels", "stream_handshake",
+                                       "axil2_handshake", "axil2_progress", "axil2_settings",
+                                       "window_stage2", "window_stage4"}
     assert all(p.fault for p in formal.PROPERTIES.values() if not p.finding)
 
 
@@ -87,6 +90,7 @@ def test_response_latency_is_two_per_feature_plus_four():
     lambda: formal.DotAccumulatorHarness(formal.SMALL, fault="wide"),
     lambda: formal.GradientAccumulatorHarness(formal.SMALL, fault="wide"),
     lambda: formal.DecoderHarness(formal.SMALL, fault="narrow"),
+    lambda: formal.WindowStageHarness(2, fault="tight"),
 ])
 def test_unknown_fault_or_check_is_a_config_error(make):
     with pytest.raises(ConfigError, match="must be one of"):

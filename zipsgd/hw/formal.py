@@ -32,23 +32,28 @@ from amaranth.back import rtlil
 from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Signal, signed
 
 from ..spec.engine import PRODUCT_MAGNITUDE_LOG2, EngineParams, RunConfig
+from ..spec.engine2 import EngineParams2
 from ..spec.errors import ConfigError
-from ..spec.registers import ErrorBit, config_members
+from ..spec.registers import MAP, ErrorBit, RegisterMap, config_members
+from ..spec.registers2 import MAP as MAP2
 from ..spec.stream import QUANT_FEATURE_FRAC, RAW_LABEL_FRAC, Encoding, StreamLayout
 from .arith import popcount
 from .core import SgdCore
 from .decoder import FieldDecoder
 from .regfile import RegisterFile
 from .synth import _tool_path
+from .v2.stage import WindowStage
 
 __all__ = ["PROPERTIES", "FormalProperty", "FormalResult", "NarrowAccumulators", "run",
-           "main", "slices_bound", "STREAM_FAULTS"]
+           "main", "slices_bound", "STREAM_FAULTS", "SMALL2", "WindowStageHarness"]
 
 #: The largest feature x model (or feature x scaled-residual) product: docs/ENGINE.md.
 MAX_PRODUCT = 1 << PRODUCT_MAGNITUDE_LOG2
 #: The smallest build that keeps every property meaningful: two lanes, so a beat of the
 #: densest encoding is issued in several slices; four features, so a sample has three slices.
 SMALL = EngineParams(bus_width=64, max_features=4, max_batch=2, lanes=2)
+#: Engine v2's register file at the same N_max and B_max.
+SMALL2 = EngineParams2(bus_width=64, max_features=4, max_batch=2)
 
 
 def slices_bound(params: EngineParams) -> int:
@@ -333,7 +338,8 @@ class AxiLiteHarness(Elaboratable):
     setting changes in the cycle before a START pulse (the core checks them then) or in the
     one after it (the core latches them then), and the model index does not change in the
     cycle before a model-port pulse (the core registers its row).  Covers a write response
-    and a read response.
+    and a read response.  ``regmap`` is the map built (engine v1's by default; engine v2's
+    with :data:`SMALL2`).
     """
     CHECKS = ("handshake", "progress", "settings")
 
@@ -345,15 +351,15 @@ class AxiLiteHarness(Elaboratable):
         of range) holds a read back for ``2 N_max`` cycles, plus the read's own four."""
         return 2 * params.max_features + 4
 
-    def __init__(self, params: EngineParams, *, fault: str | None = None,
-                 check: str = "handshake"):
+    def __init__(self, params: EngineParams | EngineParams2, *, fault: str | None = None,
+                 check: str = "handshake", regmap: RegisterMap = MAP):
         _choose(self, "fault", fault, (None, *AXIL_FAULTS))
         _choose(self, "check", check, self.CHECKS)
-        self.params, self.fault, self.check = params, fault, check
+        self.params, self.fault, self.check, self.regmap = params, fault, check, regmap
 
     def elaborate(self, platform):
         m = Module()
-        regs = RegisterFile(params=self.params)
+        regs = RegisterFile(params=self.params, regmap=self.regmap)
         regs._MustUse__silence = True  # elaborated here, so that its formal_taps can be read
         m.submodules.regs = regs.elaborate(platform)
         m.d.comb += [Assert(fact) for fact in regs.formal_taps["invariants"]]
@@ -376,7 +382,8 @@ class AxiLiteHarness(Elaboratable):
             def unchanged(value, name):
                 return ~seen | (value == _past(m, value, name))
             start, access = regs.ctrl.start, port.read | port.write
-            settings = Cat(*(getattr(regs.ctrl, name) for name in config_members()))
+            members = self.regmap.config_members()
+            settings = Cat(*(getattr(regs.ctrl, name) for name in members))
             settings_kept = unchanged(settings, "settings_before")
             index_kept = unchanged(port.index, "index_before")
             m.d.comb += [
@@ -577,6 +584,53 @@ def largest_values(params: EngineParams) -> RunConfig:
                      grad_width=32, grad_frac=24, step=(1 << 32) - 1, rounding=0)
 
 
+class WindowStageHarness(Elaboratable):
+    """Engine v2's window stage (``zipsgd/hw/v2/stage.py``) at depth 2 or 4.
+
+    Assumes a source that holds ``valid`` and its payload until the handshake; any consumer
+    ``ready`` and any ``clear``.  Asserts: ``o.valid`` and the head's payload held until
+    ``o.ready`` (unless cleared); since the last clear, never more out than in and at most
+    ``depth`` held, ``o.valid`` exactly when something is held, ``i.ready`` exactly when there
+    is room; and the ``k``-th window out is the ``k``-th in (``k`` any constant: its payload
+    is recorded on the way in and compared on the way out), so nothing is lost, repeated or
+    reordered.  ``fault="stale_head"`` compares the head a cycle late (an output register
+    that does not follow the read pointer).
+    """
+
+    def __init__(self, depth: int, *, fault: str | None = None):
+        _choose(self, "fault", fault, (None, "stale_head"))
+        self.depth, self.fault = depth, fault
+
+    def elaborate(self, platform):
+        m = Module()
+        st = m.submodules.stage = WindowStage(4, depth=self.depth)
+        _free(m, st.i.valid, st.i.payload, st.o.ready, st.clear)
+        _hold_until_ready(m, st.i.valid, st.i.ready, [st.i.payload], "i")
+        cleared = _past(m, st.clear, "cleared")
+        waiting = _past(m, st.o.valid & ~st.o.ready, "o_waiting")
+        head = _past(m, st.o.payload, "head_before")
+        m.d.comb += [Assert(cleared | ~waiting | st.o.valid),
+                     Assert(cleared | ~waiting | (st.o.payload == head))]
+        pushed, popped = st.i.valid & st.i.ready, st.o.valid & st.o.ready
+        n_in, n_out = Signal(5), Signal(5)       # since the last clear (bmc depth < 32)
+        held = n_in - n_out
+        m.d.comb += [Assert(n_out <= n_in), Assert(held <= self.depth),
+                     Assert(st.o.valid == (held != 0)),
+                     Assert(st.i.ready == (held != self.depth))]
+        k = Signal(5)
+        m.d.comb += k.eq(AnyConst(5))
+        token, have = Signal(4), Signal()
+        out = _past(m, st.o.payload, "stale") if self.fault == "stale_head" else st.o.payload
+        m.d.comb += Assert(~(popped & (n_out == k) & have) | (out == token))
+        with m.If(st.clear):
+            m.d.sync += [n_in.eq(0), n_out.eq(0), have.eq(0)]
+        with m.Else():
+            m.d.sync += [n_in.eq(n_in + pushed), n_out.eq(n_out + popped)]
+            with m.If(pushed & (n_in == k)):
+                m.d.sync += [token.eq(st.i.payload), have.eq(1)]
+        return m
+
+
 @dataclass(frozen=True)
 class FormalProperty:
     """One property family checked by one SymbiYosys task.
@@ -660,6 +714,36 @@ PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
         "prove", 6, lambda fault: AxiLiteHarness(SMALL, fault=fault, check="settings"),
         "stale_checks", "the settings and the index are taken three cycles before their "
         "pulse"),
+    FormalProperty(
+        "axil2_handshake",
+        "engine v2's AXI4-Lite slave (its map, with the level-table window): the "
+        "axil_handshake properties",
+        "prove", 6, lambda fault: AxiLiteHarness(SMALL2, fault=fault, regmap=MAP2),
+        "duplicate_response", "a taken B/R response is shown again for one cycle"),
+    FormalProperty(
+        "axil2_progress",
+        "engine v2's AXI4-Lite slave: the axil_progress bound",
+        "bmc", 20,
+        lambda fault: AxiLiteHarness(SMALL2, fault=fault, check="progress", regmap=MAP2),
+        "silent_model_port", "the model port never answers a read"),
+    FormalProperty(
+        "axil2_settings",
+        "engine v2's AXI4-Lite slave: the axil_settings rules for its configuration fields",
+        "prove", 6,
+        lambda fault: AxiLiteHarness(SMALL2, fault=fault, check="settings", regmap=MAP2),
+        "stale_checks", "the settings and the index are taken three cycles before their "
+        "pulse"),
+    FormalProperty(
+        "window_stage2",
+        "engine v2's window stage, depth 2 (the flags' stage): the handshake rule, nothing "
+        "lost, repeated or reordered, valid exactly when held, ready exactly when there is room",
+        "bmc", 12, lambda fault: WindowStageHarness(2, fault=fault),
+        "stale_head", "the head is read a cycle late"),
+    FormalProperty(
+        "window_stage4",
+        "engine v2's window stage, depth 4 (the data stages): as window_stage2",
+        "bmc", 16, lambda fault: WindowStageHarness(4, fault=fault),
+        "stale_head", "the head is read a cycle late"),
     FormalProperty(
         "decoder_levels",
         "field decoder: |F1|, |F2| <= 2^8 (quantized) and <= 2^30 (raw32) for every beat, "
