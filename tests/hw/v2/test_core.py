@@ -34,8 +34,11 @@ async def write_levels(ctx, dut, table, per_feature):
     ctx.set(dut.level_we, 0)
 
 
-def run_epochs(cfg, epochs, samples, seed=3, gaps=0.2, model=None, per_feature=False):
-    """Runs ``epochs`` epochs on the core and on the golden model; returns both results."""
+def run_epochs(cfg, epochs, samples, seed=3, gaps=0.2, model=None, per_feature=False,
+               early=False):
+    """Runs ``epochs`` epochs on the core and on the golden model; returns both results.
+    ``early``: once an epoch's last beat is taken, the next beat is offered at once (as a
+    source streaming epoch after epoch would), and must wait for the next start."""
     rng = np.random.default_rng([seed, cfg.n_features, cfg.batch_size])
     plan = lane_plan(cfg, PARAMS, samples, per_feature)
     raw = cfg.encoding is Encoding.RAW32
@@ -86,9 +89,14 @@ def run_epochs(cfg, epochs, samples, seed=3, gaps=0.2, model=None, per_feature=F
                     ctx.set(dut.beats.valid, 1)
                     ctx.set(dut.beats.payload.data, int(beats[i]))
                     ctx.set(dut.beats.payload.last, int(i == beats.size - 1))
+                elif i >= beats.size and early:
+                    ctx.set(dut.beats.valid, 1)
+                    ctx.set(dut.beats.payload.data, 0x5A5A5A5A5A5A5A5A)
+                    ctx.set(dut.beats.payload.last, 0)
                 else:
                     ctx.set(dut.beats.valid, 0)
                 took = ctx.get(dut.beats.valid) and ctx.get(dut.beats.ready)
+                assert not (took and i >= beats.size), "a beat after the stream's last taken"
                 await ctx.tick()
                 i += int(bool(took))
                 cycles += 1
@@ -131,6 +139,14 @@ CASES = [
 def test_core_matches_golden(encoding, bits, n, batch, mode):
     cfg = _config(encoding, bits, n, batch, mode)
     got, want = run_epochs(cfg, epochs=2, samples=23)
+    assert got == want
+
+
+@pytest.mark.parametrize("encoding, bits, n", [("double", 2, 15), ("raw32", 32, 7)])
+def test_the_next_stream_waits_for_its_start(encoding, bits, n):
+    # A source that streams epoch after epoch offers the next beat while this epoch drains.
+    cfg = _config(encoding, bits, n, 4, "delayed")
+    got, want = run_epochs(cfg, epochs=2, samples=19, early=True)
     assert got == want
 
 

@@ -83,8 +83,9 @@ def _settings(params: EngineParams2, aw: int) -> dict:
 class Core2(wiring.Component):
     """Engine v2 without its register file: settings as ports (held while ``busy``),
     ``start`` begins an epoch in the next cycle (``busy`` from then on), ``done`` pulses at its
-    end; the status counts are the epoch's.  Beats are taken only while busy: a stream
-    offered before its epoch's start waits.
+    end; the status counts are the epoch's.  Beats are taken only while busy and up to the
+    one with ``last``: a stream offered before its epoch's start waits, and so does the next
+    epoch's while this one drains (a source may stream epoch after epoch).
 
     The host's ports (while idle): ``seed``/``seed_load``; the model (word ``m``);
     the level tables (feature ``j``, level ``q``; one shared table when ``per_feature`` is 0).
@@ -226,10 +227,14 @@ class Core2(wiring.Component):
         pos_bits = (lanes - 1).bit_length()
         used = Signal(lanes)                   # the lanes that hold positions
         m.d.comb += used.eq(Mux(raw, int("0001" * (lanes // 4), 2), (1 << lanes) - 1))
-        # Beats are taken only while an epoch runs (a stream sent before its start waits).
-        m.d.comb += [gb.beats.valid.eq(self.beats.valid & c.running),
-                     self.beats.ready.eq(gb.beats.ready & c.running),
+        # Beats are taken only while an epoch runs and up to its beat with ``last``: a stream
+        # sent before its start, or the next epoch's sent while this one drains, waits.
+        taking = Signal(name="taking")         # (and ``running``: an error stops it)
+        m.d.comb += [gb.beats.valid.eq(self.beats.valid & taking & c.running),
+                     self.beats.ready.eq(gb.beats.ready & taking & c.running),
                      gb.beats.payload.eq(self.beats.payload)]
+        with m.If(self.beats.valid & self.beats.ready & self.beats.payload.last):
+            m.d.sync += taking.eq(0)
         m.d.comb += [gb.width.eq(self.field_width), gb.restart.eq(self._begin["gearbox"]),
                      seq.restart.eq(self._begin["sequencer"]), seq.step.eq(self.step_addr),
                      seq.wrap.eq(self.wrap), seq.g_log2.eq(self.g_log2), seq.raw.eq(self.raw),
@@ -355,7 +360,7 @@ class Core2(wiring.Component):
         m.d.comb += h.pop.eq((c.issue & whole) | drop)
         # (Last: a start sets the registers the passes step.)
         with m.If(self._begin["control"]):
-            m.d.sync += [c.running.eq(1), c.refreshing.eq(1), c.fwd_done.eq(0),
+            m.d.sync += [c.running.eq(1), taking.eq(1), c.refreshing.eq(1), c.fwd_done.eq(0),
                          c.ended.eq(0), rest.eq(used), rb1.eq(bp), rb2.eq(bp << 1),
                          ahead.eq(ahead0), left.eq(left0), c.fb.eq(0),
                          in1.eq(below(bp, pos_bits)), at1.eq(at(bp)),
