@@ -233,7 +233,7 @@ class EngineModel2:
     last version."""
 
     bus_width: int = 64
-    grad_latency: int = 30
+    grad_latency: int = 31
     occupancy: int = 31
     update_latency: int = 36
     refresh: int = 33

@@ -6,12 +6,13 @@ window's flags):
 
 * ``c + 1`` (``_LAG``): the gearbox's fields and the sequencer's addresses reach the lanes,
   from the data stages;
-* ``c + 5`` (``+ FORWARD_LATENCY``): the products reach the segmented sum (the labels, from the
+* ``c + 7`` (``+ FORWARD_LATENCY``): the products reach the segmented sum (the labels, from the
   start lanes' levels);
-* ``c + 14`` (``+ 15`` at W = 128: the segmented sum's ``latency``): each group closes at
+* ``c + 16`` (``+ 17`` at W = 128: the segmented sum's ``latency``): each group closes at
   most one sample: dot product and label to its sample unit, with the next output of residual
   generator ``s mod R``;
-* ``c + 23``: the scaled residual ``e`` of sample ``s`` is written into the residual ring;
+* ``+ SAMPLE_LATENCY``: the scaled residual ``e`` of sample ``s`` is written into the residual
+  ring;
 * the lanes keep each field's second level and address in their *replay* memories; a pass is
   replayed (its gradient terms summed into the partials) once the residual of its last sample
   is in the ring;

@@ -44,7 +44,7 @@ TABLE_FEATURES = TABLE_DEPTH // 16
 #: ``F1 * x_f`` and ``e * F2``: |value| <= 2**25 (2**25 itself needs the 27th bit).
 PRODUCT_WIDTH = PRODUCT_LOG2 + 2
 #: Cycles from ``fwd`` to ``product`` (``first``, ``second`` one cycle earlier).
-FORWARD_LATENCY = 5
+FORWARD_LATENCY = 6
 #: Cycles from ``upd_addr`` to that word on ``partial``.
 PARTIAL_LATENCY = 2
 #: Cycles from ``bwd`` until its term is in the partial word (a read then gets it).
@@ -103,14 +103,20 @@ class Lane(wiring.Component):
         return m
 
     def _forward(self, m, platform):
-        slot = self.fwd_slot
+        # Cycle -1: the field, its address, buffer, raw word and validity into flip-flops at
+        # the lane's entry (the window stages are a die-crossing route away from the lane's
+        # block RAMs; the field's arithmetic starts from here).
+        slot, fwd_addr = Signal(SLOT_WIDTH), Signal(self.addr_width)
+        buffer, fwd_valid = Signal(), Signal()
+        m.d.sync += [slot.eq(self.fwd_slot), fwd_addr.eq(self.fwd_addr),
+                     buffer.eq(self.buffer), fwd_valid.eq(self.fwd_valid)]
         index = Signal(8)
         m.d.comb += index.eq(slot[:8] & self.index_mask)
         s1 = Cat(*(self.bit_select[k] & slot[k + 1] for k in range(8))).any()
         s2_double = Cat(*(self.bit_select[k] & slot[k + 2] for k in range(8))).any()
         s2 = Mux(self.double, s2_double, s1)
         top = index == self.index_mask               # the last interval: l_(i+1) = +1
-        feature = Cat(self.fwd_addr, Const(0, 7))[:7]       # the table's feature slot
+        feature = Cat(fwd_addr, Const(0, 7))[:7]            # the table's feature slot
         lo_addr = Mux(self.per_feature, Cat(feature, index[:4]), index)
         hi_addr = Mux(self.per_feature, Cat(feature, index[:4] + 1), index + 1)
 
@@ -123,7 +129,7 @@ class Lane(wiring.Component):
         xf_data = Signal(signed(FORWARD_WIDTH))
         e_s1, e_s2, e_top = Signal(), Signal(), Signal()
         m.d.sync += [a_lo.eq(Mux(self.cb_we, self.cb_addr, lo_addr)), a_hi.eq(hi_addr),
-                     a_x.eq(Cat(self.fwd_addr, self.buffer)),
+                     a_x.eq(Cat(fwd_addr, buffer)),
                      cb_we.eq(self.cb_we), cb_data.eq(self.cb_data),
                      xf_we.eq(self.xf_we), xf_addr.eq(self.xf_addr), xf_data.eq(self.xf_data),
                      e_s1.eq(s1), e_s2.eq(s2), e_top.eq(top)]
@@ -147,7 +153,7 @@ class Lane(wiring.Component):
         d_s1, d_s2, d_top, d_valid = Signal(), Signal(), Signal(), Signal()
         m.d.sync += [d_s1.eq(e_s1), d_s2.eq(e_s2), d_top.eq(e_top)]
         # (One cycle after its slot, so a cycle after the addresses' registers.)
-        m.d.sync += d_valid.eq(self.fwd_valid)
+        m.d.sync += d_valid.eq(fwd_valid)
         m.d.sync += [la1.eq(la.data), lb1.eq(lb.data), operand1.eq(Mux(d_valid, xr.data, 0))]
         # Cycle 2: each sample's level.
         s1_2, s2_2, top2 = Signal(), Signal(), Signal()
@@ -161,7 +167,7 @@ class Lane(wiring.Component):
             # multiplier's operand is chosen before its register (a DSP input waits for no
             # look-up).
             raw = self.raw_word
-            for i in range(3):
+            for i in range(4):
                 nxt = Signal(signed(FORWARD_WIDTH), name=f"raw{i + 1}")
                 m.d.sync += nxt.eq(raw)
                 raw = nxt
