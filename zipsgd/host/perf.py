@@ -235,7 +235,7 @@ class EngineModel2:
     bus_width: int = 64
     grad_latency: int = 31
     occupancy: int = 31
-    update_latency: int = 36
+    update_latency: int = 37
     refresh: int = 33
     epoch_end: int = 1
     buffered: int = 2

@@ -317,14 +317,22 @@ class Core2(wiring.Component):
         m.d.comb += [cross1.eq(Mux(short, cross_s, in1 | at1)),
                      cross2.eq(~short & in1 & ready_b & (in2 | at2))]
         c.in1, c.before1, c.whole = in1, before1, whole
-        space = Signal()
+        # What the decision reads from far blocks is a copy beside it, a cycle late: the space
+        # tests (registered where they are made, then copied: two passes more of margin), the
+        # version step, ``running`` and ``refreshing`` (their copies are set by the start and
+        # follow the originals a cycle late; an error is the decision's own framing error).
+        space_far, space = Signal(), Signal(name="space_ctl")
         ring = RING_DEPTH * self.groups
-        # (Registered: a cycle late, so one pass more of margin.)
-        m.d.sync += space.eq(((c.wp - c.rp) < LANE_CAPACITY - 9) &
-                             (c.started + 2 * self.groups + 3 <= c.s_replayed + ring - 2))
+        m.d.sync += [space_far.eq(((c.wp - c.rp) < LANE_CAPACITY - 10) &
+                                  (c.started + 3 * self.groups + 4 <= c.s_replayed + ring - 2)),
+                     space.eq(space_far)]
+        running, refreshing = Signal(name="running_ctl"), Signal(name="refreshing_ctl")
+        version_up = Signal(name="version_up_ctl")
+        m.d.sync += [running.eq(c.running), refreshing.eq(c.refreshing),
+                     version_up.eq(c.version_up)]
         window = h.valid_window
-        m.d.comb += c.issue.eq(c.running & ~c.refreshing & ~c.fwd_done & window & ready_a
-                               & space & (fresh | ~short))
+        m.d.comb += c.issue.eq(running & ~self.framing_error & ~refreshing & ~c.fwd_done
+                               & window & ready_a & space & (fresh | ~short))
         crossed = Cat(cross1 & ~cross2, cross2)                 # 0, 1 or 2 batches
         c.crossed = crossed
         pick = Signal(3)
@@ -335,7 +343,7 @@ class Core2(wiring.Component):
                          tin.eq(Array(below(v, pos_bits) for v in nexts)[pick]),
                          tat.eq(Array(at(v) for v in nexts)[pick])]
         gone = Mux(c.issue, crossed, 0)
-        aheads = [ahead + c.version_up - d for d in range(3)]
+        aheads = [ahead + version_up - d for d in range(3)]
         lefts = [left - d for d in range(3)]
         outcomes = list(zip(aheads, lefts, strict=True))
         m.d.sync += [ahead.eq(Array(aheads)[gone]), left.eq(Array(lefts)[gone]),
@@ -362,6 +370,7 @@ class Core2(wiring.Component):
         # (Last: a start sets the registers the passes step.)
         with m.If(self._begin["control"]):
             m.d.sync += [c.running.eq(1), taking.eq(1), c.refreshing.eq(1), c.fwd_done.eq(0),
+                         running.eq(1), refreshing.eq(1), version_up.eq(0),
                          c.ended.eq(0), rest.eq(used), rb1.eq(bp), rb2.eq(bp << 1),
                          ahead.eq(ahead0), left.eq(left0), c.fb.eq(0),
                          in1.eq(below(bp, pos_bits)), at1.eq(at(bp)),
