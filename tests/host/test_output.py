@@ -86,9 +86,12 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path):
 def _signal_mid_write(tmp_path, signum, samples):
     """Signal a quantize once its temporary exists; ``None`` if the write ended first (a busy
     machine can hold this process past the whole write), else (status, stderr)."""
+    # (A pytest-xdist worker ignores SIGINT, and a child inherits that: restore the default,
+    # as a shell's foreground command has it.)
     child = subprocess.Popen([sys.executable, "-m", "zipsgd.cli", "quantize",
                               f"synthetic:64:{samples}", "-o", "out.zsgd"], cwd=tmp_path,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while not _temporaries(tmp_path):  # the second pass has begun writing
