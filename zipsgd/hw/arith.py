@@ -105,6 +105,8 @@ def above(value: Value, c: int) -> Value:
     n = len(value)
     if c >= 1 << n:
         return Const(0, 1)
+    if c < 0:
+        return Const(1, 1)
     patterns = []
     for j in range(n):
         if not (c >> j) & 1:
@@ -397,6 +399,86 @@ class Rounder:
 #: of at most ``LIMB_BITS + 1`` bits every limb is an 18-bit signed number, so that each partial
 #: product is one ECP5 MULT18X18D.
 LIMB_BITS = 17
+
+
+def round_saturate(m, value: Value, shift: Value, mode: Value, rand: Value, width: int,
+                   name: str, *, symmetric: bool = False, split: int = 0
+                   ) -> tuple[Signal, Signal, int]:
+    """``sat_width(shift_right(value, shift, mode, rand))`` (``zipsgd.spec.fixed``) for a
+    run-time ``shift`` that is a setting (it holds still for a cycle before a value enters),
+    pipelined; returns ``(result, clipped, latency)``.  The shift's copy and masks follow the
+    setting a cycle late, as :class:`Rounder`'s do.  ``symmetric`` clamps to
+    ``[-(2**(width-1) - 1), 2**(width-1) - 1]``.
+
+    Only a window of ``t = floor(value 2**16 / 2**shift)`` is shifted: its bits
+    ``[16, 16 + width)`` are the floor's low bits (the whole floor when ``value``'s bits from
+    ``shift + width - 1`` up equal its sign, ``fits``) and bits ``[0, 16)`` the top 16 dropped
+    bits.  Half-even needs, besides, whether a lower dropped bit is set (``sticky``);
+    stochastic needs nothing lower (its offset's low bits are 0): its increment is the carry
+    of ``t[:16]`` plus the random bits aligned to them.  So neither the random bits nor a
+    mask is shifted, and the masks of the shift are look-ups on its bits (registers: no
+    comparator or carry chain).  With ``split = k`` the window is shifted in two cycles (by
+    ``2**k`` times the shift's high bits, then by its low ``k`` bits): two shifters of few
+    positions cost less than one of many.  Latency: 3, or 4 with ``split``.
+    """
+    v = value.as_signed()
+    vw = len(v)
+    # The shift's copy for the window and its masks: registers, a cycle late like the masks.
+    setting, shift = shift, replicas(m, f"{name}_shift", shift, 1)[0]
+    limit = (1 << len(shift)) - 1
+    # The shift's masks: value bits from s + width - 1 up, value bits below s - 16, and the
+    # random bits used (s < 16 drops fewer than 16 bits: the offset's low 16 - s bits are 0).
+    above_mask = Signal(vw - 1, name=f"{name}_above")
+    below_mask = Signal(vw - 1, name=f"{name}_below")
+    offset_mask = Signal(RAND_BITS, name=f"{name}_offset_mask")
+    m.d.sync += [
+        above_mask.eq(Cat(*(~above(setting, k - (width - 1)) for k in range(vw - 1)))),
+        below_mask.eq(Cat(*(above(setting, k + RAND_BITS) if k + RAND_BITS < limit
+                            else Const(0, 1) for k in range(vw - 1)))),
+        offset_mask.eq(Cat(*(above(setting, RAND_BITS - k - 1) for k in range(RAND_BITS)))),
+    ]
+    sign = v[-1]
+    tests = (~((v[:-1] ^ sign.replicate(vw - 1)) & above_mask).any(),
+             (v[:-1] & below_mask).any(), offset_mask & rand, sign)
+    fits, sticky, low_bits, negative = (Signal(name=f"{name}_fits"),
+                                        Signal(name=f"{name}_sticky"),
+                                        Signal(RAND_BITS, name=f"{name}_low"),
+                                        Signal(name=f"{name}_negative"))
+    t = Signal(width + RAND_BITS, name=f"{name}_window")
+    # (Sign-extended to the window's width, so that a narrow value's shift fills it.)
+    padded = Cat(Const(0, RAND_BITS), v, sign.replicate(max(0, width + 1 - vw))).as_signed()
+    if split:
+        coarse = Signal(len(t) + (1 << split) - 1, name=f"{name}_coarse")
+        m.d.sync += coarse.eq((padded >> (shift[split:] << split))[:len(coarse)])
+        tests = [delay_line(m, x, 1, f"{name}_test{i}") for i, x in enumerate(tests)]
+        m.d.sync += t.eq((coarse >> shift[:split])[:len(t)])
+    else:
+        m.d.sync += t.eq((padded >> shift)[:len(t)])
+    m.d.sync += [fits.eq(tests[0]), sticky.eq(tests[1]), low_bits.eq(tests[2]),
+                 negative.eq(tests[3])]
+    # The increment (a cycle), with the tests of the floor that the clamp needs: floor plus 0
+    # or 1 passes the top only from it, and the symmetric bottom only without an increment.
+    dropped, floor = t[:RAND_BITS], t[RAND_BITS:].as_signed()
+    half = dropped[-1] & (dropped[:-1].any() | sticky | floor[0])
+    carry = (dropped + low_bits)[RAND_BITS]
+    top = (1 << (width - 1)) - 1
+    inc, floor2, fits2, neg2, at_top, at_bottom = (
+        Signal(name=f"{name}_inc"), Signal(signed(width), name=f"{name}_floor"),
+        Signal(name=f"{name}_fits2"), Signal(name=f"{name}_neg2"),
+        Signal(name=f"{name}_at_top"), Signal(name=f"{name}_at_bottom"))
+    m.d.sync += [inc.eq(Mux(mode == RoundingMode.TRUNCATE, 0,
+                            Mux(mode == RoundingMode.HALF_EVEN, half, carry))),
+                 floor2.eq(floor), fits2.eq(fits), neg2.eq(negative),
+                 at_top.eq(floor == top), at_bottom.eq(floor == -top - 1 if symmetric else 0)]
+    # floor + increment, clamped (the whole floor when it fits).
+    total = floor2 + inc
+    bottom = -top if symmetric else -top - 1
+    result = Signal(signed(width), name=f"{name}_result")
+    clipped = Signal(name=f"{name}_clipped")
+    over = ~fits2 | (inc & at_top) | (~inc & at_bottom)
+    m.d.sync += [result.eq(Mux(over, Mux(neg2, bottom, top), total[:width])),
+                 clipped.eq(over)]
+    return result, clipped, 4 if split else 3
 
 
 def _limbs(value: Value) -> list[tuple[Value, int, int | None]]:

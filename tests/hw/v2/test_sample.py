@@ -45,6 +45,15 @@ def cases(rng):
         shift = rng.choice([0, 1, 2, 15, 16, 17, 18, rng.randrange(24), rng.randrange(40)])
         yield (dot, 0, 0, fl_f, step, shift, RoundingMode(rng.randrange(3)),
                rng.randrange(1 << 16))
+    # Near the loss word's rounding and clamp: ties and their neighbours at the word's ends
+    # (a floor one below the least word that rounds up into it), at every FL_f.
+    for fl_f in range(1, 18):
+        k = fl_f - 5
+        for word in (0, 1, -1, 2, -2, (1 << 17) - 1, 1 << 17, -(1 << 17), -(1 << 17) - 1):
+            for frac in (0, 1, 2, 3) if k > 0 else (0,):
+                base = word << k if k >= 0 else word >> -k
+                dot = base + ((frac << k) >> 2 if k > 0 else 0) + rng.choice([0, 0, -1, 1])
+                yield (dot, 0, 0, fl_f, 1, 0, RoundingMode.TRUNCATE, 0)
 
 
 def test_matches_numerics_v2():

@@ -16,14 +16,14 @@ from zipsgd.spec.engine2 import (
     LOSS_FRAC,
     LOSS_WIDTH,
     RAW_FEATURE_FRAC2,
-    RESIDUAL_MAX,
     RESIDUAL_WIDTH,
     STEP_WIDTH,
 )
-from zipsgd.spec.fixed import RAND_BITS, RoundingMode
+from zipsgd.spec.fixed import RAND_BITS
 from zipsgd.spec.stream import QUANT_FEATURE_FRAC, QUANT_LABEL_FRAC
 
-from ..arith import Product, Rounder, delay_line, replicas, saturate
+from ..arith import Product, delay_line, replicas, round_saturate, saturate
+from ..arith import above as is_above
 
 __all__ = ["SampleUnit", "LABEL_WIDTH", "LATENCY"]
 
@@ -75,26 +75,15 @@ class SampleUnit(wiring.Component):
         product = Product(m, r, Cat(self.step, Const(0, 1)).as_signed(), "residual_mul",
                           platform)
         rand = delay_line(m, self.rand, 2 + product.latency, "rand")
-        rounded, e_clip, e_latency = self._round_e(m, product.value, rand)
+        # (The shift is a setting: its window moves in two cycles of eight positions.)
+        rounded, e_clip, e_latency = round_saturate(m, product.value, self.residual_shift,
+                                                    self.rounding, rand, RESIDUAL_WIDTH, "e",
+                                                    symmetric=True, split=3)
         e_latency += product.latency
-        # The loss residual at LOSS_FRAC bits: FL_d - LOSS_FRAC = FL_f - 5, rounded half-even
-        # when positive, a left shift (exact) when negative; clamped, then squared.
-        excess = LOSS_FRAC - QUANT_FEATURE_FRAC
-        right = self.forward_frac >= excess
-        # (Shifts from the settings are registers: a setting's arithmetic has its own cycle.)
-        loss_shift = Signal(5)
-        m.d.sync += loss_shift.eq(Mux(right, self.forward_frac - excess, 0))
-        even = Rounder(m, loss_shift, Const(RoundingMode.HALF_EVEN, 2), 16, "loss")
-        loss_r, round_latency = even.pipelined(m, r_loss, Const(0, RAND_BITS), "loss")
-        left = Signal(3)
-        m.d.sync += left.eq(Mux(right, 0, excess - self.forward_frac))
-        narrowed = Signal(signed(dw + 2 + excess))
-        m.d.sync += narrowed.eq(loss_r << left)
-        clamped, clipped = saturate(narrowed, LOSS_WIDTH)
-        loss_word, loss_clip = Signal(signed(LOSS_WIDTH)), Signal()
-        m.d.sync += [loss_word.eq(clamped), loss_clip.eq(clipped)]
+        # The loss residual at LOSS_FRAC bits (rounded half-even), clamped, then squared.
+        loss_word, loss_clip, narrow_latency = self._narrow_loss(m, r_loss)
         square = Product(m, loss_word, loss_word, "loss_square", platform)
-        loss_latency = round_latency + 2 + square.latency
+        loss_latency = narrow_latency + square.latency
         assert 2 + max(e_latency, loss_latency) == LATENCY
         # Each path waits for the longer one.
         m.d.comb += [self.e.eq(delay_line(m, rounded, LATENCY - 2 - e_latency, "e")),
@@ -103,65 +92,50 @@ class SampleUnit(wiring.Component):
         m.d.comb += [self.loss.eq(delay_line(m, square.value.as_unsigned(),
                                              LATENCY - 2 - loss_latency, "loss")),
                      self.loss_clipped.eq(delay_line(m, loss_clip,
-                                                     LATENCY - 2 - round_latency - 2, "lclip"))]
+                                                     LATENCY - 2 - narrow_latency, "lclip"))]
         m.d.comb += self.out_valid.eq(delay_line(m, self.valid, LATENCY, "valid"))
         return m
 
-    def _round_e(self, m, v, rand):
-        """``sat_sym(round_m(v, s))`` in three stages; returns ``(e, clipped, 3)``.
+    def _narrow_loss(self, m, r):
+        """``sat(rne(r, FL_f - 5))`` to ``LOSS_WIDTH`` bits (a left shift by ``5 - FL_f`` when
+        ``FL_f < 5``) in three stages; returns ``(word, clipped, 3)``.
 
-        With ``t = floor(v 2**16 / 2**s)``, bits ``[16, 34)`` of ``t`` are the floor's low 18
-        bits (the whole floor when ``v``'s bits from ``s + 17`` up equal its sign) and bits
-        ``[0, 16)`` are the top 16 dropped bits.  Half-even needs, besides, whether a lower
-        dropped bit is set (``sticky``); stochastic needs nothing lower (its offset's low bits
-        are 0): its increment is the carry of ``t[:16] + rand``, the offset aligned to ``t``.
+        With ``x = r << 4`` both cases are ``x >> k`` for ``k = FL_f - 1`` in ``0..16`` (the
+        four zeros are the bits a left shift brings in, so nothing is rounded then).  Only a
+        window of the floor is kept: its low ``LOSS_WIDTH + 1`` bits, whether the whole floor
+        fits them (the bits of ``x`` from ``k + LOSS_WIDTH`` up equal its sign), the half bit
+        below and whether any lower bit is set.
         """
-        width = len(v)
-        mode = self.rounding
-        # The shift's own copies (a setting): the window's shifter's selects fan out widely.
-        shift = replicas(m, "e_shift", self.residual_shift, 1)[0]
-        # Stage 3: the window, whether the floor fits 18 bits, the sticky bit; the masks follow
-        # the (fixed) shift.
-        t = Signal(RESIDUAL_WIDTH + RAND_BITS)
-        fits, sticky, low_bits, negative = Signal(), Signal(), Signal(RAND_BITS), Signal()
-        # Masks of the (fixed) shift, registers (no comparator stands before a stage): v's
-        # bits from s + 17 up, its bits below s - 16, and the offset's bits that are used.
-        limit = (1 << len(shift)) - 1
-        above, below = Signal(width - 1, name="e_above"), Signal(width - 1, name="e_below")
-        offset_mask = Signal(RAND_BITS, name="e_offset_mask")
+        excess = LOSS_FRAC - QUANT_FEATURE_FRAC
+        low = 4                                    # the largest left shift: 5 - FL_f, FL_f >= 1
+        x = Cat(Const(0, low), r).as_signed()
+        width, keep = len(x), LOSS_WIDTH + 1
+        # The shift and its masks follow the setting a cycle late (settings hold while busy).
+        k = Signal(5, name="loss_k")
+        m.d.sync += k.eq(self.forward_frac + low - excess)
+        above = Signal(width - 1, name="loss_above")   # x's bits from the floor's sign up
+        below = Signal(width - 1, name="loss_below")   # x's bits under k - 1
+        m.d.sync += [above.eq(Cat(*(~is_above(k, p - (keep - 1)) for p in range(width - 1)))),
+                     below.eq(Cat(*(is_above(k, p + 1) for p in range(width - 1))))]
+        # Stage 1: the window (the half bit, then the floor's low bits), the fit, the sticky.
+        window = Signal(keep + 1)
+        fits, sticky, sign1 = Signal(), Signal(), Signal()
+        sign = x[-1]
         m.d.sync += [
-            above.eq(Cat(*((shift <= k - (RESIDUAL_WIDTH - 1)) if k >= RESIDUAL_WIDTH - 1
-                           else Const(0, 1) for k in range(width - 1)))),
-            below.eq(Cat(*((shift > k + RAND_BITS) if k + RAND_BITS < limit else Const(0, 1)
-                           for k in range(width - 1)))),
-            offset_mask.eq(Cat(*(shift >= RAND_BITS - k for k in range(RAND_BITS)))),
+            window.eq((Cat(Const(0, 1), x).as_signed() >> k)[:keep + 1]),
+            fits.eq(~((x[:-1] ^ sign.replicate(width - 1)) & above).any()),
+            sticky.eq((x[:-1] & below).any()),
+            sign1.eq(sign),
         ]
-        sign = v[-1]
-        m.d.sync += [
-            t.eq((Cat(Const(0, RAND_BITS), v).as_signed() >> shift)[:len(t)]),
-            fits.eq(~((v[:-1] ^ sign.replicate(width - 1)) & above).any()),
-            sticky.eq((v[:-1] & below).any()),
-            # s < 16 drops fewer than 16 bits: the offset's low 16 - s bits are 0.
-            low_bits.eq(offset_mask & rand),
-            negative.eq(sign),
-        ]
-        # Stage 4: the increment.
-        dropped, floor = t[:RAND_BITS], t[RAND_BITS:].as_signed()
-        half = dropped[-1] & (dropped[:-1].any() | sticky | floor[0])
-        carry = (dropped + low_bits)[RAND_BITS]          # the carry out of 16 bits
-        inc = Signal()
-        floor4, fits4, neg4 = Signal(signed(RESIDUAL_WIDTH)), Signal(), Signal()
-        # (An 18-bit floor plus 0 or 1 passes MAX only from MAX, and is below -MAX only at
-        # the floor's least value without an increment: tests of the floor, made here.)
-        at_max, at_min = Signal(), Signal()
-        m.d.sync += [inc.eq(Mux(mode == RoundingMode.TRUNCATE, 0,
-                                Mux(mode == RoundingMode.HALF_EVEN, half, carry))),
-                     floor4.eq(floor), fits4.eq(fits), neg4.eq(negative),
-                     at_max.eq(floor == RESIDUAL_MAX), at_min.eq(floor == -RESIDUAL_MAX - 1)]
-        # Stage 5: floor + increment, clamped to [-MAX, MAX] (the whole floor when it fits).
-        total = floor4 + inc
-        e, clipped = Signal(signed(RESIDUAL_WIDTH)), Signal()
-        limit = Mux(neg4, -RESIDUAL_MAX, RESIDUAL_MAX)
-        over = ~fits4 | (inc & at_max) | (~inc & at_min)
-        m.d.sync += [e.eq(Mux(over, limit, total[:RESIDUAL_WIDTH])), clipped.eq(over)]
-        return e, clipped, 3
+        # Stage 2: half-even's increment, added.
+        half, floor = window[0], window[1:].as_signed()
+        total, fits2, negative = Signal(signed(keep + 1)), Signal(), Signal()
+        m.d.sync += [total.eq(floor + (half & (sticky | floor[0]))), fits2.eq(fits),
+                     negative.eq(sign1)]
+        # Stage 3: the clamp (a floor that does not fit is beyond every word either way).
+        clamped, clipped = saturate(total, LOSS_WIDTH)
+        lo, hi = -(1 << (LOSS_WIDTH - 1)), (1 << (LOSS_WIDTH - 1)) - 1
+        word, clip = Signal(signed(LOSS_WIDTH)), Signal()
+        m.d.sync += [word.eq(Mux(fits2, clamped, Mux(negative, lo, hi))),
+                     clip.eq(~fits2 | clipped)]
+        return word, clip, 3

@@ -14,7 +14,7 @@ from zipsgd.spec.engine import DECAY_FRAC, DECAY_WIDTH, MODEL_STORAGE_WIDTH
 from zipsgd.spec.engine2 import FORWARD_WIDTH
 from zipsgd.spec.fixed import RAND_BITS, RoundingMode
 
-from ..arith import Product, Rounder, format_limits, format_tests, saturate
+from ..arith import Product, Rounder, format_limits, format_tests, round_saturate
 
 __all__ = ["UpdateUnit", "LATENCY"]
 
@@ -22,8 +22,6 @@ __all__ = ["UpdateUnit", "LATENCY"]
 #: and choice, decay product (2), decay rounding (2), difference, threshold, forward operand
 #: (3) and its clamp.
 LATENCY = 16
-_MAX_UPDATE_SHIFT = 40
-_MAX_FORWARD_SHIFT = 30
 
 
 class UpdateUnit(wiring.Component):
@@ -54,12 +52,11 @@ class UpdateUnit(wiring.Component):
                 value = nxt
             return value
 
-        # 1. step = round_m(G, update_shift) (low random bits).
-        width = max(self.gradient_width, _MAX_UPDATE_SHIFT + 1) + 1
-        g = Signal(signed(width))
-        m.d.comb += g.eq(self.gradient)
-        step_rounder = Rounder(m, self.update_shift, self.rounding, _MAX_UPDATE_SHIFT, "step")
-        step, lat1 = step_rounder.pipelined(m, g, self.rand[:RAND_BITS], "step")
+        # 1. step = round_m(G, update_shift) (low random bits), clamped to mw + 2 bits (a step
+        # beyond that takes any word past every format, and so does its clamp: the
+        # difference's carry chain stays short).
+        step, _, lat1 = round_saturate(m, self.gradient, self.update_shift, self.rounding,
+                                       self.rand[:RAND_BITS], mw + 2, "step")
         word1 = delay(self.word, lat1, "word")
         high1 = delay(self.rand[RAND_BITS:], lat1, "rand_high")
         # 2. x1 = sat_WLm(x - step): the difference, then the clamp (the limits are registers:
@@ -67,10 +64,8 @@ class UpdateUnit(wiring.Component):
         hi, lo = format_limits(m, self.model_width, mw, "model")
         hi_r, lo_r = Signal.like(hi), Signal.like(lo)
         m.d.sync += [hi_r.eq(hi), lo_r.eq(lo)]
-        # (A step past mw + 2 bits takes any word beyond every format, and so does its clamp
-        # to mw + 2 bits: the difference's carry chain stays short.)
         diff = Signal(signed(mw + 3))
-        m.d.sync += diff.eq(word1 - saturate(step, mw + 2)[0])
+        m.d.sync += diff.eq(word1 - step)
         # (The clamp's tests, then its choice: a cycle each.)
         over_r, under_r, diff_r = Signal(), Signal(), Signal.like(diff)
         over, under = format_tests(diff, hi_r)
@@ -97,12 +92,9 @@ class UpdateUnit(wiring.Component):
         m.d.sync += x3.eq(Mux(x2[-1], Mux(shrunk_neg[-1], shrunk_neg, 0),
                               Mux(shrunk_pos[-1], 0, shrunk_pos)))
         # 5. x_f = sat_18(round_half_even(x3, FL_m - FL_f)).
-        fwd_rounder = Rounder(m, self.forward_shift, Const(RoundingMode.HALF_EVEN, 2),
-                              _MAX_FORWARD_SHIFT, "fwd")
-        wide = Signal(signed(mw + 1))
-        m.d.comb += wide.eq(x3)
-        rounded, lat5 = fwd_rounder.pipelined(m, wide, Const(0, RAND_BITS), "fwd")
-        forward, fclip = saturate(rounded, FORWARD_WIDTH)
+        forward, fclip, lat5 = round_saturate(m, x3, self.forward_shift,
+                                              Const(RoundingMode.HALF_EVEN, 2),
+                                              Const(0, RAND_BITS), FORWARD_WIDTH, "fwd")
         x3d = delay(x3, lat5, "x3")
         middle = product.latency + lat3 + 1 + 1
         valid = delay(self.valid, lat1 + 3 + middle + lat5, "valid")
