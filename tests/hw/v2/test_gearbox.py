@@ -101,6 +101,9 @@ def test_raw_word_rounds_and_clamps():
     words = [0, 1, 0x1FFF, 0x2000, -0x2000 & 0xFFFFFFFF, -0x2001 & 0xFFFFFFFF, 1 << 30,
              (1 << 30) + 1, 0x7FFFFFFF, 0x80000000, (-(1 << 30)) & 0xFFFFFFFF,
              (-(1 << 30) - 1) & 0xFFFFFFFF, 0x3FFFE000, 0x3FFFDFFF]
+    # Around both limits, where rounding meets the clamp.
+    words += [(x + d) & 0xFFFFFFFF for x in (1 << 30, -(1 << 30), 1 << 29, -(1 << 29))
+              for d in (-0x4001, -0x2001, -0x2000, -0x1FFF, -1, 1, 0x1FFF, 0x2000, 0x2001)]
     words += [random.Random(3).randrange(1 << 32) for _ in range(200)]
 
     async def bench(ctx):

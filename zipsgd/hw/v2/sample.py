@@ -29,8 +29,8 @@ __all__ = ["SampleUnit", "LABEL_WIDTH", "LATENCY"]
 
 #: A label word: quantized ``<11, 9>`` or raw ``<18, 16>``, sign-extended to 18 bits.
 LABEL_WIDTH = FORWARD_WIDTH
-#: Cycles from a sample's inputs to its outputs: the aligned label, the residual, then the
-#: loss's rounding (3), shift, clamp and square (1), beside ``e``'s product and rounding.
+#: Cycles from a sample's inputs to its outputs: the aligned label, the residual, then ``e``'s
+#: product (2) and rounding (4), beside the loss word (3) and its square (1).
 LATENCY = 8
 #: Most a label is shifted right (raw labels with ``FL_f < 8``): ``16 - (8 + 1)``.
 _RIGHT = 7
