@@ -233,7 +233,7 @@ class EngineModel2:
     last version."""
 
     bus_width: int = 64
-    grad_latency: int = 31
+    grad_latency: int = 32
     occupancy: int = 31
     update_latency: int = 37
     refresh: int = 33

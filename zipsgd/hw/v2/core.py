@@ -4,11 +4,13 @@
 Data flow, for a *pass* (the lanes ``[lo, hi)`` of a window, decided in cycle ``c`` from the
 window's flags):
 
-* ``c + 1`` (``_LAG``): the gearbox's fields and the sequencer's addresses reach the lanes,
+* ``c + 1``: the pass's signals (its lanes, starts, ends, second-batch lanes, the pop) in
+  registers beside the decision, which travel from there;
+* ``c + 2`` (``_LAG``): the gearbox's fields and the sequencer's addresses reach the lanes,
   from the data stages;
-* ``c + 7`` (``+ FORWARD_LATENCY``): the products reach the segmented sum (the labels, from the
+* ``c + 8`` (``+ FORWARD_LATENCY``): the products reach the segmented sum (the labels, from the
   start lanes' levels);
-* ``c + 16`` (``+ 17`` at W = 128: the segmented sum's ``latency``): each group closes at
+* ``c + 17`` (``+ 18`` at W = 128: the segmented sum's ``latency``): each group closes at
   most one sample: dot product and label to its sample unit, with the next output of residual
   generator ``s mod R``;
 * ``+ SAMPLE_LATENCY``: the scaled residual ``e`` of sample ``s`` is written into the residual
@@ -60,8 +62,9 @@ _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
 RING_DEPTH = 32
 #: Cycles from a replay to its terms being in the partial memories.
 _REPLAY_LATENCY = 2 + GRADIENT_LATENCY
-#: Cycles from a pass's decision to its fields at the lanes (the data stages' read).
-_LAG = 1
+#: Cycles from a pass's decision to its fields at the lanes (the data stages' read): the
+#: pass's signals go into registers beside the decision, and travel from there a cycle later.
+_LAG = 2
 #: Cycles from a pass's decision to the lanes' levels (``first``, ``second``, ``f2``).
 _LEVELS = _LAG + FORWARD_LATENCY - 1
 
@@ -146,8 +149,9 @@ class Core2(wiring.Component):
     def _stage(self, m, gb, seq):
         """Windows pass through :class:`~.stage.WindowStage`s (``docs/HARDWARE.md``, "The
         window stages"): the flags' stage (two entries) beside the pass control, which pops it;
-        one data stage (four entries) beside each group of lanes, popped by a register a cycle
-        later, so that its head is the decided pass's window while the lanes read it (``_LAG``).
+        one data stage (four entries) beside each group of lanes, popped by a register
+        ``_LAG`` cycles later, so that its head is the decided pass's window while the lanes
+        read it.
         Returns the flags' head (``start``, ``end``, ``valid``, ``last``, ``final``) and the
         data heads (``slots``, ``addr``)."""
         lanes = self.params.lanes
@@ -171,12 +175,13 @@ class Core2(wiring.Component):
             flags.o.payload.final
         h.pop = Signal()
         m.d.comb += flags.o.ready.eq(h.pop)
-        # A data stage is pushed and popped a cycle after the flags' stage: the window and its
-        # addresses go into flip-flops (no enable) and the push into a copy per stage, so the
-        # gearbox's and the sequencer's handshake ends at their own registers.  It holds at
-        # most one window more than the flags' (its pop is a cycle late), so three at most:
-        # it always has room when the flags' stage has.
-        pops = replicas(m, "pop", h.pop, self.groups)
+        # A data stage is pushed a cycle after the flags' stage and popped ``_LAG`` cycles
+        # after it: the window and its addresses go into flip-flops (no enable) and the push
+        # into a copy per stage, so the gearbox's and the sequencer's handshake ends at their
+        # own registers; the pop goes into a register beside the decision, then a copy per
+        # stage.  It holds the flags' stage's windows (two at most, a cycle ago) and the one
+        # popped there but not here yet: three at most, so it always has room.
+        pops = replicas(m, "pop", delay_line(m, h.pop, _LAG - 1, "pop_r"), self.groups)
         # (A push in an epoch's first cycle is one the flags' stage drops with its clear.)
         pushes = replicas(m, "push", push & ~self._begin["flags"], self.groups)
         layout = data.StructLayout({"slots": data.ArrayLayout(SLOT_WIDTH, GROUP),
@@ -407,13 +412,22 @@ class Core2(wiring.Component):
         f.second = Signal(lanes)          # lanes in the pass's second batch
         f.start = Signal(lanes)
         f.end = Signal(lanes)
+        # The pass's signals into registers beside the decision (``*1``), the only loads of
+        # its look-ups: every block that needs them reads these, a cycle later.
+        f.valid1 = delay_line(m, f.valid, 1, "pass_valid")
+        f.start1 = delay_line(m, f.start, 1, "pass_start")
+        f.end1 = delay_line(m, f.end, 1, "pass_end")
+        f.second1 = delay_line(m, f.second, 1, "pass_second")
+        c.issue1 = delay_line(m, c.issue, 1, "pass_issue")
         # (A lane takes its field's validity a cycle after the field, which comes ``_LAG``
-        # cycles after the decision; the buffer comes with the field, chosen from registers a
-        # cycle after the decision: the pass's second-batch lanes and the late batch count.)
-        assert _LAG == 1
-        valid1 = delay_line(m, f.valid, _LAG + 1, "fwd_valid")
-        f.second1 = delay_line(m, f.second, 1, "second")
-        buffers = Cat(*(Mux(f.second1[k], c.buf_b, c.buf_a) for k in range(lanes)))
+        # cycles after the decision; the buffer comes with the field, chosen from the pass's
+        # second-batch lanes and the batch count, which follows the decision a cycle late.)
+        valid1 = delay_line(m, f.valid1, _LAG, "fwd_valid")
+        second = delay_line(m, f.second1, _LAG - 1, "fwd_second")
+        buf_a, buf_b = Signal(name="buf_a"), Signal(name="buf_b")
+        m.d.comb += [buf_a.eq(c.buf_a), buf_b.eq(c.buf_b)]
+        buf_a, buf_b = (delay_line(m, b, _LAG - 1, f"{b.name}_r") for b in (buf_a, buf_b))
+        buffers = Cat(*(Mux(second[k], buf_b, buf_a) for k in range(lanes)))
         # The lanes' settings, a copy per group of lanes (settings hold while busy, and an
         # epoch begins a cycle after its start).
         names = ("index_mask", "bit_select", "double_sampled", "per_feature", "raw")
@@ -436,7 +450,7 @@ class Core2(wiring.Component):
             if k % 4 == 0:
                 m.d.comb += lane.raw_word.eq(raw_word([slots[k + i] for i in range(4)]))
         # Labels: the start lane's two levels (or raw word), with the levels.
-        start2 = delay_line(m, f.start, _LEVELS, "start")
+        start2 = delay_line(m, f.start1, _LEVELS - 1, "start")
         labels = []
         for g in range(self.groups):
             group = range(g * GROUP, (g + 1) * GROUP)
@@ -454,9 +468,9 @@ class Core2(wiring.Component):
         p = self.params
         groups, units = self.groups, p.update_units
         products = _LAG + FORWARD_LATENCY       # from the decision to the lanes' products
-        m.d.comb += seg.valid.eq(delay_line(m, c.issue, products, "issue"))
-        starts = delay_line(m, f.start, products, "seg_start")
-        ends = delay_line(m, f.end, products, "seg_end")
+        m.d.comb += seg.valid.eq(delay_line(m, c.issue1, products - 1, "issue"))
+        starts = delay_line(m, f.start1, products - 1, "seg_start")
+        ends = delay_line(m, f.end1, products - 1, "seg_end")
         for k, lane in enumerate(self.lane):
             m.d.comb += [seg.products[k].eq(lane.product), seg.starts[k].eq(starts[k]),
                          seg.ends[k].eq(ends[k])]
@@ -536,17 +550,20 @@ class Core2(wiring.Component):
         # Pass records (made a cycle after the issue from registers, written a cycle later):
         # the first sample count, the last sample, the groups with a start, the first batch's
         # parity, batches complete after it (``fb`` follows the decision a cycle late).
-        start1 = delay_line(m, f.start, 1, "rec_start")
-        issue1 = delay_line(m, c.issue, 1, "rec_issue")
-        wp1 = delay_line(m, c.wp[:aw], 1, "rec_wp")
+        start1 = delay_line(m, f.start1, _LAG - 1, "rec_start")
+        issue1 = delay_line(m, c.issue1, _LAG - 1, "rec_issue")
+        wp1 = delay_line(m, c.wp[:aw], _LAG, "rec_wp")
         last_pass = Signal()
         m.d.sync += last_pass.eq(c.whole & h.final)
+        last_pass = delay_line(m, last_pass, _LAG - 1, "rec_last")
+        fb, crossed = (delay_line(m, c.fb, _LAG - 1, "rec_fb"),
+                       delay_line(m, c.crossed_r, _LAG - 1, "rec_crossed"))
         gstarts = Cat(*(start1[g * GROUP:(g + 1) * GROUP].any() for g in range(groups)))
         valid_starts = popcount(start1)
         slast = Signal(32)
         m.d.comb += slast.eq(c.started + valid_starts - 1)
-        done_batches = Mux(last_pass, self.batches, c.fb + c.crossed_r)
-        record = Cat(c.started, slast, gstarts, c.fb[:1], done_batches)
+        done_batches = Mux(last_pass, self.batches, fb + crossed)
+        record = Cat(c.started, slast, gstarts, fb[:1], done_batches)
         with m.If(issue1):
             m.d.sync += c.started.eq(c.started + valid_starts)
         record2 = delay_line(m, record, 1, "rec_data")
@@ -561,7 +578,7 @@ class Core2(wiring.Component):
         # Per lane: the field's second level, address, validity and selects.  Written with
         # the lane's levels.
         wp2 = delay_line(m, c.wp[:aw], _LEVELS, "wp")
-        issue2 = delay_line(m, c.issue, _LEVELS, "issue_r")
+        issue2 = delay_line(m, c.issue1, _LEVELS - 1, "issue_r")
         # Per lane: a valid start in its group at or before it (from the registered starts).
         after = Signal(len(start1))
         for g in range(groups):
@@ -569,9 +586,9 @@ class Core2(wiring.Component):
             for k in range(g * GROUP, (g + 1) * GROUP):
                 seen = seen | start1[k]
                 m.d.comb += after[k].eq(seen)
-        valid2, second2, after2 = (delay_line(m, f.valid, _LEVELS, "valid"),
+        valid2, second2, after2 = (delay_line(m, f.valid1, _LEVELS - 1, "valid"),
                                    delay_line(m, f.second1, _LEVELS - 1, "second2"),
-                                   delay_line(m, after, _LEVELS - 1, "after"))
+                                   delay_line(m, after, _LEVELS - _LAG, "after"))
         written = Signal(32)
         with m.If(self._begin["replay"]):
             m.d.sync += written.eq(0)
