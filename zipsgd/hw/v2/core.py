@@ -225,17 +225,17 @@ class Core2(wiring.Component):
         c.issue = Signal()
         rest = Signal(lanes)                   # lanes of the window not issued yet
         rb1, rb2 = Signal(33, name="rb1"), Signal(33, name="rb2")
-        # The settings the decision reads, copied beside it (they hold while busy).
-        # (``raw`` and ``short`` have a second copy for the per-lane masks, whose loads lie
-        # toward the lanes, so that the decision's own copy stays beside it.)
-        raw, raw_v = replicas(m, "raw_ctl", self.raw, 2)
-        short, short_v = replicas(m, "short_samples_ctl", self.short_samples, 2)
+        # The settings the decision reads, copied beside it (they hold while busy).  (The
+        # per-lane masks read the same copies: the pass leaves through registers beside the
+        # decision, so their loads are beside it too.)
+        raw = replicas(m, "raw_ctl", self.raw, 1)[0]
+        short = replicas(m, "short_samples_ctl", self.short_samples, 1)[0]
         exact = replicas(m, "exact_ctl", self.exact, 1)[0]
         ahead = Signal(signed(8))
         left = Signal(signed(34))
         pos_bits = (lanes - 1).bit_length()
         used = Signal(lanes)                   # the lanes that hold positions
-        m.d.comb += used.eq(Mux(raw_v, int("0001" * (lanes // 4), 2), (1 << lanes) - 1))
+        m.d.comb += used.eq(Mux(raw, int("0001" * (lanes // 4), 2), (1 << lanes) - 1))
         # Beats are taken only while an epoch runs and up to its beat with ``last``: a stream
         # sent before its start, or the next epoch's sent while this one drains, waits.
         taking = Signal(name="taking")         # (and ``running``: an error stops it)
@@ -288,7 +288,7 @@ class Core2(wiring.Component):
             """``rb`` is past lane ``k``'s position plus ``extra``: a constant per mode, so
             a look-up on ``rb``'s low bits, not a carry chain under the mode's choice."""
             low = rb[:pos_bits]
-            return Mux(raw_v, above(low, k // 4 + extra), above(low, k + extra))
+            return Mux(raw, above(low, k // 4 + extra), above(low, k + extra))
 
         # Per lane: its position is before rb1 (rb2).
         before1 = Cat(*(~in1 | after(rb1, k) for k in range(lanes)))
@@ -315,7 +315,7 @@ class Core2(wiring.Component):
                      cross_s.eq(Mux(in1, ~end_before.any(), whole_now & at1)),
                      fresh.eq(~c.issue & h.valid_window)]
         take = Signal(lanes)
-        m.d.comb += take.eq(Mux(short_v, take_s, rest & batch_lanes))
+        m.d.comb += take.eq(Mux(short, take_s, rest & batch_lanes))
         c.take = take
         whole = Signal()
         m.d.comb += whole.eq(Mux(short, whole_s, whole_b))
