@@ -6,7 +6,9 @@ compared with the golden model of engine v2 after every epoch, bit for bit.
 
 ``test_params``: ``params`` (``EngineParams2`` fields) and ``runs`` as for the core's bench
 (``zipsgd/sim/core2_sim.py``).  ``engine2_errors`` checks the error flags, the refusals and the
-drain after a framing error.
+drain after a framing error.  ``engine2_memory_runs`` runs each run's epochs from memory
+(CTRL.RUN: the engine's AXI4 master reads one packed stream, the same every epoch, from
+cocotbext-axi's ``AxiRamRead`` with 20-100 cycles of latency per burst), and a read error.
 """
 
 from __future__ import annotations
@@ -18,9 +20,17 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
-from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFrame, AxiStreamSource
+from cocotbext.axi import (
+    AxiLiteBus,
+    AxiLiteMaster,
+    AxiReadBus,
+    AxiStreamBus,
+    AxiStreamFrame,
+    AxiStreamSource,
+)
 from cocotbext.axi.constants import AxiResp
 
+from zipsgd.sim.axi_memory import DramRead
 from zipsgd.sim.core2_sim import prepare_run, random_fields, run_config
 from zipsgd.sim.runner import test_params
 from zipsgd.spec import registers2 as regs
@@ -203,3 +213,112 @@ async def engine2_errors(dut):
     await tb.write(_offset("CTRL"), 4)
     # A correct run after it.
     await _run(tb, run, [])
+
+
+# -- memory runs ----------------------------------------------------------------------------
+_RUN = 1 << 3                                     # CTRL.RUN
+_RAM_BYTES = 1 << 22
+
+
+async def _wait_run(tb: TB2, limit: int = 4_000_000) -> int:
+    """Cycles until STATUS.RUNNING falls (polled every 16 cycles)."""
+    running = 1 << 5
+    for cycle in range(0, limit, 16):
+        if not await tb.read(_offset("STATUS")) & running:
+            return cycle
+        await ClockCycles(tb.dut.clk, 16)
+    raise AssertionError("the memory run did not end")
+
+
+async def _memory_run(tb: TB2, ram: DramRead, run: dict, report: list):
+    params = tb.params
+    setup = prepare_run(params, run)
+    cfg, golden = setup.config, setup.golden
+    await tb.writes(regs.config_writes(cfg, setup.plan, per_feature=setup.per_feature,
+                                       seed=True))
+    if setup.table is not None:
+        await tb.writes(regs.level_writes(setup.table if setup.per_feature
+                                          else setup.table[:1]))
+    await tb.write_model(setup.model)
+    fields, layout = random_fields(setup.rng, cfg, run["samples"], params.bus_width)
+    data = _beats_bytes(fields, layout)
+    base = run.get("base", 0x1000 - 5 * params.bus_width // 8)   # (its first burst is short)
+    ram.write(base, data)
+    epochs = run["epochs"]
+    await tb.writes(regs.run_writes(base, len(data), epochs, params.bus_width))
+    start = ram.cycle
+    await tb.write(_offset("CTRL"), _RUN)
+    await _wait_run(tb)
+    cycles = ram.cycle - start
+    for _ in range(epochs):
+        want = golden.run_epoch_fields(fields)
+    got = await tb.status()
+    assert got["done"] and not got["busy"] and not got["error_flags"], (run, got)
+    assert got["epochs_done"] == epochs, (run, got)
+    beats = len(data) * 8 // params.bus_width
+    checks = {"samples": want.samples, "updates": want.updates, "loss": want.loss_acc,
+              "model_saturations": want.model_saturations, "beats": beats}
+    assert {k: got[k] for k in checks} == checks, (run, got, checks)
+    words = await tb.read_model(cfg.n_features)
+    assert words == golden.model.tolist(), (run, "model words differ")
+    report.append({"run": run, "beats": beats, "epochs": epochs, "cycles": cycles,
+                   "cycles_busy": got["cycles_busy"]})
+
+
+@cocotb.test()
+async def engine2_memory_runs(dut):
+    """Each run's epochs from memory, bit for bit against the golden model."""
+    spec = test_params()
+    tb = TB2(dut, EngineParams2(**spec["params"]))
+    ram = DramRead(AxiReadBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=_RAM_BYTES,
+                   seed=spec.get("memory_seed", 1))
+    await tb.reset()
+    report: list = []
+    for run in spec["runs"]:
+        await _memory_run(tb, ram, run, report)
+    path = os.environ.get("ZIPSGD_SIM_REPORT")
+    if path:
+        with open(path, "w") as f:
+            json.dump(report, f)
+
+
+@cocotb.test()
+async def engine2_memory_errors(dut):
+    """A bad run (BAD_CONFIG), and a read error in a run's first epoch: READ_ERROR, no
+    further epoch, the run ends; then a streamed epoch and a memory run still match."""
+    spec = test_params()
+    params = EngineParams2(**spec["params"])
+    tb = TB2(dut, params)
+    beat = params.bus_width // 8
+    run = spec["runs"][0]
+    setup = prepare_run(params, run)
+    fields, layout = random_fields(setup.rng, setup.config, run["samples"], params.bus_width)
+    data = _beats_bytes(fields, layout)
+    base = 0x2000
+    ram = DramRead(AxiReadBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=_RAM_BYTES,
+                   fail={base + (len(data) // beat // 2) * beat})
+    await tb.reset()
+    await tb.writes(regs.config_writes(setup.config, setup.plan, seed=True))
+    ram.write(base, data)
+    # BAD_CONFIG: a base that is not a multiple of W/8.
+    await tb.writes(regs.run_writes(base, len(data), 3, params.bus_width))
+    await tb.write(_offset("RUN_BASE"), base + 4)
+    await tb.write(_offset("CTRL"), _RUN)
+    await ClockCycles(dut.clk, 4)
+    assert await _flags(tb) == 1 << ErrorBit2.BAD_CONFIG
+    assert not await tb.read(_offset("STATUS")) & 1
+    await tb.write(_offset("CTRL"), 4)
+    # The read error: the failing beat is in every epoch's range, so the first epoch stops.
+    await tb.write(_offset("RUN_BASE"), base)
+    await tb.write(_offset("CTRL"), _RUN)
+    await tb.write(_offset("CTRL"), _RUN)                        # refused: busy
+    await _wait_run(tb)
+    flags = await _flags(tb)
+    assert flags & (1 << ErrorBit2.READ_ERROR) and flags & (1 << ErrorBit2.START_WHILE_BUSY)
+    got = await tb.status()
+    assert got["epochs_done"] == 0 and not got["busy"] and not got["running"], got
+    await tb.write(_offset("CTRL"), 4)
+    # A streamed epoch, then a memory run from a good copy, both bit-exact.
+    await _run(tb, run, [])
+    ram.fail.clear()
+    await _memory_run(tb, ram, dict(run, epochs=2), [])

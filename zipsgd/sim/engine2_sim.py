@@ -14,7 +14,7 @@ from ..spec.engine2 import EngineParams2
 from . import runner
 from .engine_sim import run_job
 
-__all__ = ["run_engine2", "engine2_runs", "run_training_job2", "epoch_writes"]
+__all__ = ["run_engine2", "engine2_runs", "memory_runs", "run_training_job2", "epoch_writes"]
 
 
 def engine2_runs() -> list[dict]:
@@ -31,6 +31,19 @@ def engine2_runs() -> list[dict]:
          "rounding": "truncate", "samples": 12, "epochs": 1, "data_seed": 3},
         {"encoding": "double", "bits": 6, "n": 300, "batch": 8, "mode": "exact",
          "samples": 10, "epochs": 1, "data_seed": 4, "levels": "shared-optimal"},
+    ]
+
+
+def memory_runs() -> list[dict]:
+    """Memory runs (CTRL.RUN, several epochs of one stream): every encoding, both update
+    modes, short samples."""
+    return [
+        {"encoding": "double", "bits": 3, "n": 30, "batch": 4, "mode": "delayed",
+         "samples": 24, "epochs": 3, "data_seed": 5, "levels": "random"},
+        {"encoding": "single", "bits": 8, "n": 5, "batch": 16, "mode": "exact",
+         "rounding": "half_even", "samples": 40, "epochs": 2, "data_seed": 6},
+        {"encoding": "raw32", "bits": 32, "n": 9, "batch": 2, "mode": "delayed",
+         "rounding": "truncate", "samples": 12, "epochs": 2, "data_seed": 7},
     ]
 
 

@@ -44,7 +44,8 @@ from .registers import (
 from .registers import MAP as _V1
 
 __all__ = ["ENGINE_VERSION2", "ErrorBit2", "REGISTERS2", "MAP", "LEVEL_WIDTH",
-           "config_writes", "level_writes", "status_offsets", "decode_status", "render"]
+           "RUN_REGISTERS", "config_writes", "run_writes", "level_writes", "status_offsets",
+           "decode_status", "render"]
 
 #: The ``VERSION`` register of engine v2 (v1's map is version 2).
 ENGINE_VERSION2 = 3
@@ -60,6 +61,11 @@ class ErrorBit2(enum.IntEnum):
     START_WHILE_BUSY = 1
     BAD_CONFIG = 2
     MODEL_PORT_BUSY = 3
+    READ_ERROR = 4
+
+
+#: The memory run's configuration registers (not the core's settings: :func:`run_writes`).
+RUN_REGISTERS = ("RUN_BASE", "RUN_BYTES", "RUN_EPOCHS")
 
 
 def _one(name, width=DATA_WIDTH, reset=0, description="", codes=None):
@@ -117,13 +123,19 @@ REGISTERS2: tuple[Register, ...] = (
               "refused with START_WHILE_BUSY while busy, BAD_CONFIG if the configuration is "
               "out of range"),
         Field("clear_errors", 2, 1, 0, "clear ERROR_FLAGS"),
+        Field("run", 3, 1, 0, "start a memory run: RUN_EPOCHS epochs, each started as START "
+              "starts one, its beats read by the engine's AXI4 master (`m_axi_*`) from "
+              "RUN_BYTES bytes at RUN_BASE; refused as START is, and (BAD_CONFIG) with "
+              "RUN_BASE or RUN_BYTES not a multiple of W/8, RUN_BYTES 0 or RUN_EPOCHS 0"),
     ), "Self-clearing strobes: writing 1 to a bit pulses the `ctrl` strobe of that name for one "
        "cycle; 0 bits do nothing. Reads answer SLVERR.", "control"),
     Register("STATUS", 0x024, "ro", (
-        Field("busy", 0, 1, 0, "an epoch is running"),
+        Field("busy", 0, 1, 0, "an epoch or a memory run is running"),
         Field("done", 1, 1, 0, "an epoch finished; cleared by START"),
         Field("error", 2, 1, 0, "some ERROR_FLAGS bit is set"),
         Field("loss_saturated", 4, 1, 0, "the loss accumulator saturated this epoch"),
+        Field("running", 5, 1, 0, "a memory run is active (its epochs follow each other; "
+              "it ends after RUN_EPOCHS epochs, or early after an error)"),
     ), "Engine state.", "control"),
     Register("ERROR_FLAGS", 0x028, "ro", (
         _flag(ErrorBit2.FRAMING, "the stream's `tlast` was not on the epoch's last beat (the "
@@ -132,9 +144,15 @@ REGISTERS2: tuple[Register, ...] = (
         _flag(ErrorBit2.BAD_CONFIG, "START with a configuration out of range (refused): "
               "N_FEATURES 0 or above N_max, BATCHES 0, WRAP 0, LAST_VALID 0, FIELD_WIDTH 0"),
         _flag(ErrorBit2.MODEL_PORT_BUSY, "MODEL_DATA accessed while busy (ignored)"),
+        _flag(ErrorBit2.READ_ERROR, "a memory read was answered SLVERR or DECERR: the run "
+              "reads nothing more and starts no further epoch; an epoch whose beats had "
+              "begun ends with a zero beat with `tlast` (so FRAMING too, unless that was its "
+              "last beat)"),
     ), "Sticky error flags, cleared by CTRL.CLEAR_ERRORS.", "control"),
     # (As engine v1's.)
     _V1.register("ERROR_COUNT"), _V1.register("IRQ_ENABLE"), _V1.register("IRQ_STATUS"),
+    Register("EPOCHS_DONE", 0x038, "ro", _one("epochs_done"),
+             "Epochs of the memory run finished (reset by CTRL.RUN).", "control"),
     # -- run configuration: the core's settings (core_settings) -----------------------------
     Register("FORMAT", 0x040, "rw", (
         Field("field_width", 0, 4, _D["field_width"],
@@ -220,6 +238,13 @@ REGISTERS2: tuple[Register, ...] = (
              "Write level l_q of feature j's table (all four byte enables required; l_(2**b) "
              "= +256 is fixed). Like a configuration register, refused (SLVERR) while busy; "
              "a feature above N_max is answered SLVERR.", "levels"),
+    # -- the memory run ---------------------------------------------------------------------
+    Register("RUN_BASE", 0x0E0, "rw", _one("run_base", description="byte address"),
+             "Byte address of the packed stream in memory (a multiple of W/8).", "config"),
+    Register("RUN_BYTES", 0x0E4, "rw", _one("run_bytes", description="bytes"),
+             "Bytes of one epoch's stream (a multiple of W/8).", "config"),
+    Register("RUN_EPOCHS", 0x0E8, "rw", _one("run_epochs", reset=1, description="epochs"),
+             "Epochs of a memory run (the same stream each epoch).", "config"),
 )
 
 #: Engine v2's map.
@@ -234,7 +259,8 @@ def config_writes(config: RunConfig2, plan: LanePlan, *, per_feature: bool = Fal
     values["seed"] = config.seed
     writes = []
     for reg in MAP.registers:
-        if reg.group != "config" or (reg.name == "SEED" and not seed):
+        if reg.group != "config" or reg.name in RUN_REGISTERS or (reg.name == "SEED"
+                                                                   and not seed):
             continue
         word = 0
         for f in reg.fields:
@@ -244,6 +270,22 @@ def config_writes(config: RunConfig2, plan: LanePlan, *, per_feature: bool = Fal
             word |= value << f.lsb
         writes.append((reg.offset, word))
     return writes
+
+
+def run_writes(base: int, nbytes: int, epochs: int, bus_width: int) -> list[tuple[int, int]]:
+    """The register writes ``(offset, value)`` that set up a memory run of ``epochs`` epochs
+    over ``nbytes`` bytes at ``base`` (then CTRL.RUN starts it)."""
+    beat = bus_width // 8
+    for name, value in (("base", base), ("bytes", nbytes), ("epochs", epochs)):
+        if not isinstance(value, int) or not 0 <= value < 1 << DATA_WIDTH:
+            raise ConfigError(f"the run's {name} must be an integer in 0..2**32 - 1, "
+                              f"found {value!r}")
+    if base % beat or nbytes % beat or nbytes == 0 or epochs == 0:
+        raise ConfigError(f"a memory run needs a base and a byte count that are multiples of "
+                          f"{beat} (W/8), at least one beat and one epoch; found base "
+                          f"{base:#x}, {nbytes} bytes, {epochs} epochs")
+    return [(MAP.register(n).offset, v)
+            for n, v in zip(RUN_REGISTERS, (base, nbytes, epochs), strict=True)]
 
 
 def level_writes(table) -> list[tuple[int, int]]:

@@ -98,3 +98,85 @@ def test_model_port_answers_after_the_read_latency():
         assert ctx.get(port.rvalid) and ctx.get(port.rdata) == 0
         assert ctx.get(dut.status.error_flags) == 1 << ErrorBit2.MODEL_PORT_BUSY
     simulate(tb)
+
+
+def run_config(ctx, ctrl, epochs=3, base=0x100, nbytes=0x80):
+    good_config(ctx, ctrl)
+    for name, value in {"run_base": base, "run_bytes": nbytes, "run_epochs": epochs}.items():
+        ctx.set(getattr(ctrl, name), value)
+
+
+async def epoch(ctx, dut, cycles=5):
+    """The core runs for ``cycles`` cycles, then ends its epoch (``done`` with busy low)."""
+    ctx.set(dut.core_busy, 1)
+    await ctx.tick().repeat(cycles)
+    ctx.set(dut.core_busy, 0)
+    ctx.set(dut.core_done, 1)
+    restarted = ctx.get(dut.core_start)
+    await ctx.tick()
+    ctx.set(dut.core_done, 0)
+    return restarted
+
+
+def test_memory_run_starts_each_epoch_and_ends():
+    async def tb(ctx, dut):
+        ctrl, status = dut.ctrl, dut.status
+        run_config(ctx, ctrl, base=0x104)                    # not a multiple of W/8: refused
+        await ctx.tick().repeat(2)
+        ctx.set(ctrl.run, 1)
+        assert not ctx.get(dut.core_start) and not ctx.get(dut.reader_start)
+        await ctx.tick()
+        ctx.set(ctrl.run, 0)
+        assert ctx.get(status.error_flags) == 1 << ErrorBit2.BAD_CONFIG
+        run_config(ctx, ctrl)
+        await ctx.tick().repeat(2)
+        ctx.set(ctrl.run, 1)
+        assert ctx.get(dut.core_start) and ctx.get(dut.reader_start)
+        await ctx.tick()
+        ctx.set(ctrl.run, 0)
+        ctx.set(dut.reader_busy, 1)
+        assert ctx.get(dut.running) and ctx.get(status.busy)
+        assert [await epoch(ctx, dut) for _ in range(3)] == [1, 1, 0]
+        assert ctx.get(status.epochs_done) == 3 and ctx.get(status.done)
+        assert ctx.get(dut.running)                           # until the reader is idle
+        ctx.set(dut.reader_busy, 0)
+        await ctx.tick()
+        assert not ctx.get(dut.running) and not ctx.get(status.busy)
+
+    simulate(tb)
+
+
+def test_memory_run_stops_on_errors():
+    async def tb(ctx, dut):
+        ctrl, status = dut.ctrl, dut.status
+        run_config(ctx, ctrl, epochs=5)
+        await ctx.tick().repeat(2)
+        # A read error: the epoch being read still ends, and no other starts.
+        await pulse(ctx, ctrl.run)
+        ctx.set(dut.reader_busy, 1)
+        assert await epoch(ctx, dut)
+        ctx.set(dut.reader_error, 1)
+        await ctx.tick()
+        assert ctx.get(status.error_flags) == 1 << ErrorBit2.READ_ERROR
+        ctx.set(dut.reader_busy, 0)
+        assert not await epoch(ctx, dut)
+        await ctx.tick()
+        assert not ctx.get(dut.running) and ctx.get(status.epochs_done) == 2
+        ctx.set(dut.reader_error, 0)
+        await pulse(ctx, ctrl.clear_errors)
+        # A framing error: the reader is aborted, and the run ends once it is idle.
+        await pulse(ctx, ctrl.run)
+        ctx.set(dut.reader_busy, 1)
+        ctx.set(dut.core_busy, 1)
+        await ctx.tick().repeat(3)
+        ctx.set(dut.core_framing, 1)
+        ctx.set(dut.core_busy, 0)
+        assert ctx.get(dut.reader_abort) and not ctx.get(dut.core_start)
+        await ctx.tick().repeat(2)
+        assert ctx.get(dut.running) and not ctx.get(dut.draining)
+        ctx.set(dut.reader_busy, 0)
+        await ctx.tick()
+        assert not ctx.get(dut.running)
+        assert ctx.get(status.error_flags) == 1 << ErrorBit2.FRAMING
+
+    simulate(tb)

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 
 from amaranth.back import verilog
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ...spec.engine2 import EngineParams2
 from ...spec.errors import ConfigError
 from ...spec.registers2 import MAP, ErrorBit2
+from ..axi import axi_read_ports, connect_axi_read_ports
 from ..regfile import (
     RegisterFile,
     axil_ports,
@@ -31,6 +32,7 @@ from ..regfile import (
 )
 from ..top import port_description
 from .core import MODEL_READ_LATENCY, Core2
+from .reader import ADDR_WIDTH, MemoryReader
 
 __all__ = ["ZipsgdEngine2", "EngineControl2", "export_verilog2", "TOP_NAME2"]
 
@@ -49,6 +51,10 @@ class EngineControl2(wiring.Component):
       while busy is answered at once, ignored, and sets MODEL_PORT_BUSY.
     * After a framing error the stream is drained up to its ``tlast`` (a stream that left its
       ``tlast`` out is not left stalled).
+    * A memory run (CTRL.RUN): the reader is started with the core, and each epoch's end
+      starts the next until RUN_EPOCHS are done; a framing error aborts the reader, a read
+      error lets the epoch being read end (the reader ends it) and starts no other.  The run
+      (``running``, and ``busy``) lasts until both the core and the reader are idle.
     """
 
     def __init__(self, params: EngineParams2):
@@ -64,24 +70,34 @@ class EngineControl2(wiring.Component):
             "model_we": Out(1), "model_wdata": Out(32), "model_rdata": In(32),
             # The stream: beats taken (``took``, ``took_last``) and the drain.
             "took": In(1), "took_last": In(1), "draining": Out(1),
+            # The memory reader.
+            "reader_start": Out(1), "reader_abort": Out(1), "reader_busy": In(1),
+            "reader_error": In(1), "running": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
         ctrl, status, p = self.ctrl, self.status, self.params
-        m.d.comb += status.busy.eq(self.core_busy)
+        busy = self.core_busy | self.running
+        m.d.comb += [status.busy.eq(busy), status.running.eq(self.running)]
         # -- start -----------------------------------------------------------------------
-        bad = Signal()
-        m.d.sync += bad.eq((ctrl.n_features == 0) | (ctrl.n_features > p.max_features)
-                           | (ctrl.batches == 0) | (ctrl.wrap == 0) | (ctrl.last_valid == 0)
-                           | (ctrl.field_width == 0))
+        bad, bad_run = Signal(), Signal()
+        beat = p.bus_width // 8 - 1
+        m.d.sync += [bad.eq((ctrl.n_features == 0) | (ctrl.n_features > p.max_features)
+                            | (ctrl.batches == 0) | (ctrl.wrap == 0) | (ctrl.last_valid == 0)
+                            | (ctrl.field_width == 0)),
+                     bad_run.eq(((ctrl.run_base & beat) != 0) | ((ctrl.run_bytes & beat) != 0)
+                                | (ctrl.run_bytes == 0) | (ctrl.run_epochs == 0))]
         events = Signal(len(ErrorBit2))
-        refused_busy = ctrl.start & self.core_busy
-        m.d.comb += self.core_start.eq(ctrl.start & ~self.core_busy & ~bad)
-        rose = Signal()
-        was = Signal()
-        m.d.sync += was.eq(self.core_framing)
-        m.d.comb += rose.eq(self.core_framing & ~was)
+        asked = ctrl.start | ctrl.run
+        refused_busy = asked & busy
+        refused_bad = asked & ~busy & (bad | (ctrl.run & bad_run))
+        rose, read_rose = Signal(), Signal()
+        was, read_was = Signal(), Signal()
+        m.d.sync += [was.eq(self.core_framing), read_was.eq(self.reader_error)]
+        m.d.comb += [rose.eq(self.core_framing & ~was),
+                     read_rose.eq(self.reader_error & ~read_was)]
+        self._run(m, asked & ~busy & ~bad, bad_run, rose)
         # -- the model port ----------------------------------------------------------------
         port = self.model
         wait = Signal(range(MODEL_READ_LATENCY + 2))
@@ -101,8 +117,9 @@ class EngineControl2(wiring.Component):
         m.d.comb += events.eq(Const(0, len(events))
                               | (rose << ErrorBit2.FRAMING)
                               | (refused_busy << ErrorBit2.START_WHILE_BUSY)
-                              | ((ctrl.start & ~self.core_busy & bad) << ErrorBit2.BAD_CONFIG)
-                              | (port_busy << ErrorBit2.MODEL_PORT_BUSY))
+                              | (refused_bad << ErrorBit2.BAD_CONFIG)
+                              | (port_busy << ErrorBit2.MODEL_PORT_BUSY)
+                              | (read_rose << ErrorBit2.READ_ERROR))
         m.d.sync += status.error_flags.eq(status.error_flags | events)
         with m.If(ctrl.clear_errors):
             m.d.sync += status.error_flags.eq(events)
@@ -120,11 +137,35 @@ class EngineControl2(wiring.Component):
             m.d.sync += seen_last.eq(1)
         with m.If(self.core_start):
             m.d.sync += seen_last.eq(0)
-        with m.If(rose & ~seen_last & ~(self.took & self.took_last)):
+        with m.If(rose & ~seen_last & ~(self.took & self.took_last) & ~self.running):
             m.d.sync += self.draining.eq(1)
         with m.If(self.draining & self.took & self.took_last):
             m.d.sync += self.draining.eq(0)
         return m
+
+    def _run(self, m, may_start, bad_run, framing_rose):
+        """The start of an epoch (START, or RUN and each of its epochs) and the memory run."""
+        ctrl, status = self.ctrl, self.status
+        left = Signal(32)                    # epochs of the run still to start
+        stopping = Signal()                  # the run starts no further epoch
+        go_run = Signal()
+        m.d.comb += go_run.eq(may_start & ctrl.run & ~bad_run)
+        again = self.running & self.core_done & (left != 0) & ~stopping & ~self.reader_error
+        m.d.comb += [self.core_start.eq((may_start & ctrl.start) | go_run | again),
+                     self.reader_start.eq(go_run),
+                     self.reader_abort.eq(self.running & framing_rose)]
+        with m.If(again):
+            m.d.sync += left.eq(left - 1)
+        with m.If(self.running & self.core_done):
+            m.d.sync += status.epochs_done.eq(status.epochs_done + 1)
+        with m.If(self.running & (framing_rose | self.reader_error)):
+            m.d.sync += stopping.eq(1)
+        with m.If(self.running & ~self.core_busy & ~self.core_start & ~self.reader_busy
+                  & ((left == 0) | stopping)):
+            m.d.sync += self.running.eq(0)
+        with m.If(go_run):
+            m.d.sync += [self.running.eq(1), left.eq(ctrl.run_epochs - 1), stopping.eq(0),
+                         status.epochs_done.eq(0)]
 
 
 class ZipsgdEngine2(wiring.Component):
@@ -139,6 +180,9 @@ class ZipsgdEngine2(wiring.Component):
         beat.
     s_axil_* : AXI4-Lite slave
         The registers of ``docs/REGISTERS2.md``.
+    m_axi_ar*, m_axi_r* : AXI4 read master
+        The memory run's reads (CTRL.RUN; ``zipsgd/hw/v2/reader.py``): while a run is
+        active its beats feed the core and the AXI4-Stream input is not taken.
     irq : Out(1)
         Interrupt, active-high level: an IRQ_STATUS event enabled in IRQ_ENABLE.
     """
@@ -151,6 +195,7 @@ class ZipsgdEngine2(wiring.Component):
             "s_axis_tdata": In(params.bus_width), "s_axis_tvalid": In(1),
             "s_axis_tready": Out(1), "s_axis_tlast": In(1),
             **axil_ports("s_axil_"),
+            **axi_read_ports(ADDR_WIDTH, params.bus_width, "m_axi_"),
             "irq": Out(1),
         })
 
@@ -159,7 +204,15 @@ class ZipsgdEngine2(wiring.Component):
         m.submodules.regs = regs = RegisterFile(params=self.params, regmap=MAP)
         m.submodules.control = ctl = EngineControl2(self.params)
         m.submodules.core = core = Core2(self.params)
+        m.submodules.reader = reader = MemoryReader(self.params.bus_width)
         connect_axil_ports(m, self, regs.axil, prefix="s_axil_")
+        connect_axi_read_ports(m, self, reader.bus, "m_axi_")
+        shift = (self.params.bus_width // 8).bit_length() - 1
+        m.d.comb += [reader.start.eq(ctl.reader_start), reader.abort.eq(ctl.reader_abort),
+                     reader.base.eq(regs.ctrl.run_base),
+                     reader.beats.eq(regs.ctrl.run_bytes >> shift),
+                     reader.epochs.eq(regs.ctrl.run_epochs),
+                     ctl.reader_busy.eq(reader.busy), ctl.reader_error.eq(reader.error)]
         m.d.comb += self.irq.eq(regs.irq)
         wiring.connect(m, regs.ctrl, ctl.ctrl)
         wiring.connect(m, ctl.status, regs.status)
@@ -185,12 +238,17 @@ class ZipsgdEngine2(wiring.Component):
                      status.model_saturations.eq(core.model_saturations),
                      status.residual_saturations.eq(core.residual_saturations),
                      status.forward_saturations.eq(core.forward_saturations)]
-        # The stream: to the core, or dropped while draining.
-        drain = ctl.draining
-        m.d.comb += [core.beats.payload.data.eq(self.s_axis_tdata),
-                     core.beats.payload.last.eq(self.s_axis_tlast),
-                     core.beats.valid.eq(self.s_axis_tvalid & ~drain),
-                     self.s_axis_tready.eq(core.beats.ready | drain),
+        # The stream: the reader's during a memory run; else the input's, to the core or
+        # dropped while draining.
+        drain, run = ctl.draining, ctl.running
+        m.d.comb += [core.beats.payload.data.eq(Mux(run, reader.beats_out.payload.data,
+                                                    self.s_axis_tdata)),
+                     core.beats.payload.last.eq(Mux(run, reader.beats_out.payload.last,
+                                                    self.s_axis_tlast)),
+                     core.beats.valid.eq(Mux(run, reader.beats_out.valid,
+                                             self.s_axis_tvalid & ~drain)),
+                     reader.beats_out.ready.eq(run & core.beats.ready),
+                     self.s_axis_tready.eq(~run & (core.beats.ready | drain)),
                      ctl.took.eq(self.s_axis_tvalid & self.s_axis_tready),
                      ctl.took_last.eq(self.s_axis_tlast)]
         return m
