@@ -42,10 +42,12 @@ from .core import SgdCore
 from .decoder import FieldDecoder
 from .regfile import RegisterFile
 from .synth import _tool_path
+from .v2.reader import MemoryReader
 from .v2.stage import WindowStage
 
 __all__ = ["PROPERTIES", "FormalProperty", "FormalResult", "NarrowAccumulators", "run",
-           "main", "slices_bound", "STREAM_FAULTS", "SMALL2", "WindowStageHarness"]
+           "main", "slices_bound", "STREAM_FAULTS", "SMALL2", "WindowStageHarness",
+           "MemoryReaderHarness"]
 
 #: The largest feature x model (or feature x scaled-residual) product: docs/ENGINE.md.
 MAX_PRODUCT = 1 << PRODUCT_MAGNITUDE_LOG2
@@ -631,6 +633,73 @@ class WindowStageHarness(Elaboratable):
         return m
 
 
+class MemoryReaderHarness(Elaboratable):
+    """Engine v2's memory reader (``zipsgd/hw/v2/reader.py``; W = 64, bursts of at most 4
+    beats, 2 in flight) against any AXI4 read slave: any ``arready``; R beats only for a burst
+    taken, ``rlast`` on its last beat, any ``rresp``; any consumer, any ``abort``, ``start``
+    only while idle, any aligned base below 16 KiB (four pages), 1..12 beats, 1..3 epochs.
+
+    Asserts the AXI4 read rules on the master: AR held with its payload until taken; an INCR
+    burst of W/8-byte beats, at most ``burst`` of them, within a 4 KiB page; at most
+    ``outstanding`` bursts in flight; ``rready`` always; and the FIFO never overrun (the
+    ``overrun`` probe).  ``fault="half_page"`` checks the page rule against 2 KiB pages,
+    which the reader's bursts may cross.
+    """
+
+    BURST, OUTSTANDING = 4, 2
+
+    def __init__(self, *, fault: str | None = None):
+        _choose(self, "fault", fault, (None, "half_page"))
+        self.fault = fault
+
+    def elaborate(self, platform):
+        m = Module()
+        rd = m.submodules.reader = MemoryReader(64, burst=self.BURST,
+                                                outstanding=self.OUTSTANDING)
+        bus = rd.bus
+        _free(m, bus.arready, bus.rvalid, bus.rdata, bus.rresp, bus.rid, bus.rlast,
+              rd.beats_out.ready, rd.abort, rd.start)
+        base, beats, epochs = Signal(32), Signal(32), Signal(32)
+        m.d.comb += [base.eq(AnyConst(32)), beats.eq(AnyConst(4)), epochs.eq(AnyConst(2)),
+                     rd.base.eq(base), rd.beats.eq(beats), rd.epochs.eq(epochs),
+                     Assume(base[:3] == 0), Assume(base[14:] == 0),
+                     Assume((beats != 0) & (beats <= 12)),
+                     Assume(epochs != 0), Assume(~rd.start | ~rd.busy)]
+        # The slave: the bursts taken, in order (two at most), and the head's beats left.
+        lens = [Signal(range(self.BURST + 1), name=f"len{i}") for i in range(2)]
+        head, count, left = Signal(), Signal(range(3)), Signal(range(self.BURST + 1))
+        taken = bus.arvalid & bus.arready
+        beat = bus.rvalid & bus.rready
+        done = beat & bus.rlast
+        current = Mux(left == 0, Mux(head, lens[1], lens[0]), left)
+        m.d.comb += [Assume(~bus.rvalid | (count != 0)),
+                     Assume(~bus.rvalid | (bus.rlast == (current == 1)))]
+        with m.If(taken):
+            with m.If(head ^ (count == 1)):
+                m.d.sync += lens[1].eq(bus.arlen + 1)
+            with m.Else():
+                m.d.sync += lens[0].eq(bus.arlen + 1)
+        with m.If(beat):
+            m.d.sync += left.eq(current - 1)
+        with m.If(done):
+            m.d.sync += head.eq(~head)
+        m.d.sync += count.eq(count + taken - done)
+        # The rules.
+        _hold_until_taken(m, bus.arvalid, bus.arready,
+                          [bus.araddr, bus.arlen, bus.arsize, bus.arburst], "ar")
+        bits = 11 if self.fault == "half_page" else 12        # log2 of the page's bytes
+        end = bus.araddr[:bits] + ((bus.arlen + 1) << 3)
+        m.d.comb += [
+            Assert(~bus.arvalid | ((bus.arsize == 3) & (bus.arburst == 1)
+                                   & (bus.arlen < self.BURST))),
+            Assert(~bus.arvalid | (bus.araddr[:3] == 0)),
+            Assert(~bus.arvalid | (end <= 1 << bits)),
+            Assert(count + bus.arvalid <= self.OUTSTANDING),
+            Assert(bus.rready), Assert(~rd.overrun),
+        ]
+        return m
+
+
 @dataclass(frozen=True)
 class FormalProperty:
     """One property family checked by one SymbiYosys task.
@@ -744,6 +813,13 @@ PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
         "engine v2's window stage, depth 4 (the data stages): as window_stage2",
         "bmc", 16, lambda fault: WindowStageHarness(4, fault=fault),
         "stale_head", "the head is read a cycle late"),
+    FormalProperty(
+        "memory_reader",
+        "engine v2's memory reader (AXI4 read master): AR held until taken; INCR bursts of "
+        "W/8-byte beats, at most 4 (its build's burst), within a 4 KiB page; at most 2 in "
+        "flight; RREADY always; the FIFO never overrun (any slave, consumer, abort, run)",
+        "bmc", 16, lambda fault: MemoryReaderHarness(fault=fault),
+        "half_page", "the page rule checked against 2 KiB pages", quick=False),
     FormalProperty(
         "decoder_levels",
         "field decoder: |F1|, |F2| <= 2^8 (quantized) and <= 2^30 (raw32) for every beat, "

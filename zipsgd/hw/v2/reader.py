@@ -40,7 +40,8 @@ class MemoryReader(wiring.Component):
     Ports: ``start`` (a pulse, while not ``busy``: the FIFO is emptied and the run begins from
     ``base``, a multiple of W/8, with ``beats`` >= 1 per epoch and ``epochs`` >= 1, held
     during the run), ``abort``, ``busy``, ``error`` (sticky until the next ``start``),
-    ``beats_out`` (the stream), ``bus`` (the AXI4 read channels).
+    ``beats_out`` (the stream), ``bus`` (the AXI4 read channels); ``overrun``, a probe for
+    the proofs: a beat written to a full FIFO (never).
     """
 
     def __init__(self, data_width: int, *, burst: int = BURST, outstanding: int = OUTSTANDING):
@@ -54,7 +55,7 @@ class MemoryReader(wiring.Component):
         super().__init__({
             "start": In(1), "abort": In(1),
             "base": In(ADDR_WIDTH), "beats": In(32), "epochs": In(32),
-            "busy": Out(1), "error": Out(1),
+            "busy": Out(1), "error": Out(1), "overrun": Out(1),
             "beats_out": Out(stream.Signature(beat_layout(data_width))),
             "bus": Out(axi_read_signature(ADDR_WIDTH, data_width)),
         })
@@ -81,6 +82,7 @@ class MemoryReader(wiring.Component):
         keep = beat & ~dropping & ~bad
         last = left_rx == 1
         m.d.comb += [fifo.w_en.eq(keep | pushed_end),
+                     self.overrun.eq(fifo.w_en & ~fifo.w_rdy),
                      fifo.w_data.eq(Mux(pushed_end, 1 << self.data_width,
                                         bus.rdata | (last << self.data_width)))]
         with m.If(keep):

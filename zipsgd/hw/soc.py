@@ -1,0 +1,167 @@
+"""Engine v2 in a LiteX SoC with LiteDRAM (``docs/HARDWARE.md``, "The SoC").
+
+The SoC has no CPU: the host reaches its bus through a bridge (LiteX's UART bridge on a board;
+in simulation a Wishbone master on the top level's ports), uploads the packed stream into DRAM
+(the bus's ``main_ram`` region), writes the engine's registers (the ``zipsgd`` region) and
+starts a memory run, in which the engine's AXI4 master reads DRAM through a LiteDRAM port.
+
+:func:`sim_soc` builds the simulation SoC: LiteDRAM's controller with its SDR SDRAM PHY model
+(``SDRAMPHYModel``), the engine (its Amaranth-generated Verilog as an instance) and the host's
+Wishbone master; it returns the Verilog of both and the SoC's CSR map.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from litedram import modules as litedram_modules
+from litedram.frontend.axi import LiteDRAMAXI2Native
+from litedram.init import get_sdram_phy_init_sequence
+from litedram.phy.model import SDRAMPHYModel
+from litex.build.generic_platform import Pins, Subsignal
+from litex.build.sim import SimPlatform
+from litex.soc.integration.builder import Builder
+from litex.soc.integration.soc import SoCRegion
+from litex.soc.integration.soc_core import SoCCore
+from litex.soc.interconnect import axi, wishbone
+from migen import ClockDomain, ClockSignal, Instance, Module, ResetSignal, Signal
+
+from ..spec.engine2 import EngineParams2
+from ..spec.registers import ADDR_WIDTH
+from .v2.top import TOP_NAME2, export_verilog2
+
+__all__ = ["SocBuild", "sim_soc", "ENGINE_BASE", "MAIN_RAM_BASE", "SIM_TOP", "DFII_SEL"]
+
+#: Where the engine's registers are on the SoC bus.
+ENGINE_BASE = 0x8000_0000
+#: LiteX's default place of the DRAM on the bus (``main_ram``).
+MAIN_RAM_BASE = 0x4000_0000
+SIM_TOP = "zipsgd_soc"
+#: The simulated SDRAM (8 MiB, SDR, 16 bits): small, so the model's memory is small.
+SIM_SDRAM = "MT48LC4M16"
+SIM_CLOCK_HZ = 50_000_000
+#: LiteDRAM's DFII control and command bits (``litedram/init.py``'s C header).
+_DFII = {"DFII_CONTROL_SEL": 0x01, "DFII_CONTROL_CKE": 0x02, "DFII_CONTROL_ODT": 0x04,
+         "DFII_CONTROL_RESET_N": 0x08, "DFII_COMMAND_CS": 0x01, "DFII_COMMAND_WE": 0x02,
+         "DFII_COMMAND_CAS": 0x04, "DFII_COMMAND_RAS": 0x08, "DFII_COMMAND_WRDATA": 0x10,
+         "DFII_COMMAND_RDDATA": 0x20}
+#: DFII control: the controller, not the host, drives the DRAM (after the init sequence).
+DFII_SEL = _DFII["DFII_CONTROL_SEL"]
+
+
+@dataclass(frozen=True)
+class SocBuild:
+    """A generated SoC: ``verilog`` (the SoC's and the engine's, one text), ``csrs`` (the
+    CSR map: ``{name: address}``), the DRAM's ``main_ram`` base and size, and its ``init``
+    sequence, which the host replays through the DFII CSRs before the controller takes over:
+    ``(address, bank, control, command, delay)`` rows, ``control`` the DFII control word
+    (``None``: ``command`` is a command issued on phase 0), ``delay`` in clock cycles."""
+
+    verilog: str
+    csrs: dict
+    main_ram_base: int
+    main_ram_size: int
+    init: tuple
+
+
+def _bits(text: str) -> int:
+    return sum(_DFII[name] for name in text.split("|"))
+
+
+def _init_sequence(soc) -> tuple:
+    settings = soc.sdram.controller.settings
+    rows, _ = get_sdram_phy_init_sequence(settings.phy, settings.timing)
+    return tuple((a, ba, _bits(cmd) if cmd.startswith("DFII_CONTROL") else None,
+                  None if cmd.startswith("DFII_CONTROL") else _bits(cmd), delay)
+                 for _, a, ba, cmd, delay in rows)
+
+
+class _Crg(Module):
+    def __init__(self, clk, rst):
+        self.clock_domains.cd_sys = ClockDomain()
+        self.comb += [self.cd_sys.clk.eq(clk), self.cd_sys.rst.eq(rst)]
+
+
+def _engine(soc, params: EngineParams2) -> None:
+    """The engine: its AXI4 master on a LiteDRAM port, its AXI4-Lite registers on the bus."""
+    w = params.bus_width
+    master = axi.AXIInterface(data_width=w, address_width=32, id_width=1)
+    port = soc.sdram.crossbar.get_port(data_width=w)
+    soc.submodules.engine_dram = LiteDRAMAXI2Native(master, port,
+                                                    base_address=soc.bus.regions["main_ram"]
+                                                    .origin)
+    regs = axi.AXILiteInterface(data_width=32, address_width=32)
+    soc.bus.add_slave("zipsgd", regs, SoCRegion(origin=ENGINE_BASE, size=1 << ADDR_WIDTH,
+                                                cached=False))
+    low = ADDR_WIDTH
+    soc.specials += Instance(
+        TOP_NAME2,
+        i_clk=ClockSignal(), i_rst=ResetSignal(),
+        i_s_axis_tdata=0, i_s_axis_tvalid=0, i_s_axis_tlast=0, o_s_axis_tready=Signal(),
+        i_s_axil_awaddr=regs.aw.addr[:low], i_s_axil_awvalid=regs.aw.valid,
+        o_s_axil_awready=regs.aw.ready,
+        i_s_axil_wdata=regs.w.data, i_s_axil_wstrb=regs.w.strb, i_s_axil_wvalid=regs.w.valid,
+        o_s_axil_wready=regs.w.ready,
+        o_s_axil_bresp=regs.b.resp, o_s_axil_bvalid=regs.b.valid, i_s_axil_bready=regs.b.ready,
+        i_s_axil_araddr=regs.ar.addr[:low], i_s_axil_arvalid=regs.ar.valid,
+        o_s_axil_arready=regs.ar.ready,
+        o_s_axil_rdata=regs.r.data, o_s_axil_rresp=regs.r.resp, o_s_axil_rvalid=regs.r.valid,
+        i_s_axil_rready=regs.r.ready,
+        o_m_axi_arid=master.ar.id, o_m_axi_araddr=master.ar.addr, o_m_axi_arlen=master.ar.len,
+        o_m_axi_arsize=master.ar.size, o_m_axi_arburst=master.ar.burst,
+        o_m_axi_arvalid=master.ar.valid, i_m_axi_arready=master.ar.ready,
+        i_m_axi_rid=master.r.id, i_m_axi_rdata=master.r.data, i_m_axi_rresp=master.r.resp,
+        i_m_axi_rlast=master.r.last, i_m_axi_rvalid=master.r.valid,
+        o_m_axi_rready=master.r.ready,
+        o_irq=soc.engine_irq)
+    # The engine only reads: its write channels stay idle.
+    soc.comb += [master.aw.valid.eq(0), master.w.valid.eq(0), master.b.ready.eq(1)]
+
+
+class _SimSoc(SoCCore):
+    def __init__(self, params: EngineParams2):
+        io = [("sys_clk", 0, Pins(1)), ("sys_rst", 0, Pins(1)), ("irq", 0, Pins(1)),
+              ("host", 0,
+               Subsignal("adr", Pins(30)), Subsignal("dat_w", Pins(32)),
+               Subsignal("dat_r", Pins(32)), Subsignal("sel", Pins(4)),
+               Subsignal("cyc", Pins(1)), Subsignal("stb", Pins(1)), Subsignal("ack", Pins(1)),
+               Subsignal("we", Pins(1)), Subsignal("err", Pins(1)))]
+        platform = SimPlatform("SIM", io)
+        self.crg = _Crg(platform.request("sys_clk"), platform.request("sys_rst"))
+        SoCCore.__init__(self, platform, clk_freq=SIM_CLOCK_HZ, cpu_type=None,
+                         integrated_rom_size=0, integrated_sram_size=0, with_uart=False,
+                         with_timer=False, with_ctrl=False, ident="")
+        module = getattr(litedram_modules, SIM_SDRAM)(SIM_CLOCK_HZ, "1:1")
+        self.sdrphy = SDRAMPHYModel(module=module, data_width=16, clk_freq=SIM_CLOCK_HZ)
+        self.add_sdram("sdram", phy=self.sdrphy, module=module, l2_cache_size=0)
+        # The host's Wishbone master, on the top level's ports.
+        host = wishbone.Interface(data_width=32, adr_width=30)
+        pads = platform.request("host")
+        self.comb += [host.adr.eq(pads.adr), host.dat_w.eq(pads.dat_w), host.sel.eq(pads.sel),
+                      host.cyc.eq(pads.cyc), host.stb.eq(pads.stb), host.we.eq(pads.we),
+                      pads.dat_r.eq(host.dat_r), pads.ack.eq(host.ack), pads.err.eq(host.err)]
+        self.bus.add_master("host", host)
+        self.engine_irq = platform.request("irq")
+        _engine(self, params)
+
+
+def sim_soc(params: EngineParams2) -> SocBuild:
+    """The simulation SoC's Verilog (top ``zipsgd_soc``: ``sys_clk``, ``sys_rst``, the host's
+    Wishbone ``host_*``, ``irq``) with the engine's, and its CSR map."""
+    soc = _SimSoc(params)
+    with tempfile.TemporaryDirectory(prefix="zipsgd-soc-") as tmp:
+        builder = Builder(soc, output_dir=tmp, compile_software=False, compile_gateware=False,
+                          csr_json=str(Path(tmp) / "csr.json"))
+        builder.build(build=False, run=False)
+        csr = json.loads((Path(tmp) / "csr.json").read_text())
+        text = soc.platform.get_verilog(soc, name=SIM_TOP).main_source
+        # (Without LiteX's date line, the text, and so the simulation's cache key, is stable.)
+        soc_verilog = "\n".join(line for line in text.splitlines()
+                                 if "Auto-Generated by LiteX on" not in line)
+    engine = export_verilog2(params)[f"{TOP_NAME2}.v"]
+    ram = soc.bus.regions["main_ram"]
+    csrs = {name: reg["addr"] for name, reg in csr["csr_registers"].items()}
+    return SocBuild(soc_verilog + "\n" + engine, csrs, ram.origin, ram.size, _init_sequence(soc))
