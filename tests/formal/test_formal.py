@@ -1,10 +1,9 @@
 """Formal properties of the engine (``zipsgd/hw/formal.py``), checked with yowasp-sby and Boolector.
 
-The quick properties (AXI4-Lite of both engines, the decoder, the core's stream handshake and
-engine v2's window stage, seconds each)
-run here with their broken variants, which must fail; the others on the whole core take
-minutes each and are ``slow`` (``make formal`` runs them all and ``docs/results/formal.md``
-has the figures).
+The quick properties (AXI4-Lite of both engines, the decoder, the core's stream handshake,
+engine v2's window stage and its memory reader, seconds each) run here with their broken
+variants, which must fail; the others on the whole core take minutes each and are ``slow``
+(``make formal`` runs them all and ``docs/results/formal.md`` has the figures).
 """
 
 from __future__ import annotations
@@ -54,7 +53,7 @@ def test_quick_properties_are_the_fast_ones():
     assert {p.name for p in QUICK} == {"axil_handshake", "axil_progress", "axil_settings",
                                        "decoder_levels", "stream_handshake",
                                        "axil2_handshake", "axil2_progress", "axil2_settings",
-                                       "window_stage2", "window_stage4"}
+                                       "window_stage2", "window_stage4", "memory_reader"}
     assert all(p.fault for p in formal.PROPERTIES.values() if not p.finding)
 
 

@@ -819,7 +819,7 @@ PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
         "W/8-byte beats, at most 4 (its build's burst), within a 4 KiB page; at most 2 in "
         "flight; RREADY always; the FIFO never overrun (any slave, consumer, abort, run)",
         "bmc", 16, lambda fault: MemoryReaderHarness(fault=fault),
-        "half_page", "the page rule checked against 2 KiB pages", quick=False),
+        "half_page", "the page rule checked against 2 KiB pages"),
     FormalProperty(
         "decoder_levels",
         "field decoder: |F1|, |F2| <= 2^8 (quantized) and <= 2^30 (raw32) for every beat, "
