@@ -25,3 +25,5 @@ def test_soc_map():
     assert soc.main_ram_size == 8 << 20 and ENGINE_BASE % (1 << ADDR_WIDTH) == 0
     assert {"sdram_dfii_control", "sdram_dfii_pi0_command"} <= set(soc.csrs)
     assert soc.init and soc.init[0][2] is not None           # the CKE control word first
+    # No date or revision in the text: the simulation's build is cached by its hash.
+    assert sim_soc(EngineParams2(64, 64, 16)).verilog == soc.verilog
