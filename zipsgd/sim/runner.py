@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -228,6 +229,19 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@functools.cache
+def _libs_digest() -> str:
+    """cocotb's simulator libraries by content, not by path: a clone elsewhere (CI's) with the
+    same wheels reuses the cached builds; :func:`run` puts this venv's libraries first on the
+    loader's path, so a build made from another venv finds them."""
+    h = hashlib.sha256()
+    libs = Path(cocotb_tools.config.libs_dir)
+    for f in sorted(libs.iterdir()):
+        if f.is_file():
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def _tail(path: Path, lines: int = 60) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -302,7 +316,7 @@ def build(
         verilog,
         tool.version,
         cocotb.__version__,
-        str(cocotb_tools.config.libs_dir),
+        _libs_digest(),
         json.dumps([args, {k: str(v) for k, v in params.items()}, list(timescale), wave_fmt,
                     MAKE_VARIABLES, _PUBLIC_TOP]),
         _sha(waiver_path.read_bytes()) if waiver_path else "-",
@@ -472,7 +486,11 @@ def run(
         timeout_s = float(os.environ.get("ZIPSGD_SIM_TIMEOUT", "1800"))
     env = {PARAMS_ENV: json.dumps(dict(test_params or {})),
            # cocotb lets $WAVES/$GUI override the arguments: pin them
-           "WAVES": "1" if waves else "0", "GUI": "0"}
+           "WAVES": "1" if waves else "0", "GUI": "0",
+           # the build's RUNPATH names the venv that built it (see _libs_digest)
+           "LD_LIBRARY_PATH": os.pathsep.join(
+               [str(cocotb_tools.config.libs_dir)]
+               + ([os.environ["LD_LIBRARY_PATH"]] if os.environ.get("LD_LIBRARY_PATH") else []))}
     if timeout_s > 0 and shutil.which("timeout"):
         # Runner.test() prepends $SIM_CMD_PREFIX (split on spaces) to the sim command.
         env["SIM_CMD_PREFIX"] = f"timeout --kill-after=10 {timeout_s:g}"

