@@ -34,6 +34,7 @@ from .host.levels import (
 from .host.output import atomic_output, check_output, check_output_folder
 from .host.pack import default_chunk_rows, pack_source
 from .host.perf import PLATFORMS, perf_table
+from .host.program import LOADER_BOARDS, program_board
 from .host.regmap_export import FORMATS, export_registers
 from .host.scaling import Scaler
 from .host.step_size import AUTO
@@ -59,6 +60,7 @@ from .host.train import (
 )
 from .host.zsgd_file import StreamFile
 from .hw import synth
+from .hw.board_soc import SOC_BAUD, SOC_BOARDS, SOC_PARAMS, run_soc_synth
 from .hw.boards import BOARDS
 from .hw.top import TOP_NAME, export_verilog
 from .hw.v2.top import TOP_NAME2, export_verilog2
@@ -301,11 +303,18 @@ def _add_train_options(p) -> None:
                         "model after every epoch, simulated by Verilator, on a board over its "
                         "serial port (--port), or the simulated board over the same link; "
                         "golden2, verilator2: engine v2's model, and engine v2 simulated by "
-                        "Verilator through its registers (numerics v2, --levels)")
-    p.add_argument("--port", help="the board's serial port (--backend board), e.g. /dev/ttyUSB0; "
-                                  "no default")
+                        "Verilator through its registers (numerics v2, --levels); soc, "
+                        "soc-sim: engine v2 in its DRAM SoC, each epoch read from DRAM, on a "
+                        "board (--port, --soc) or simulated, through LiteX's UART bridge and "
+                        "litex_server")
+    p.add_argument("--port", help="the board's serial port (--backend board or soc), e.g. "
+                                  "/dev/ttyUSB0; no default")
     p.add_argument("--baud", type=int, default=_RUN.baud,
-                   help="the board's serial rate in bits per second, as its bitstream was built")
+                   help="the board's serial rate in bits per second, as its bitstream was built "
+                        "(--backend board; the soc backend takes the SoC's from --soc)")
+    p.add_argument("--soc", metavar="SOC_JSON",
+                   help="the SoC's soc.json, written next to its bitstream by zipsgd synth "
+                        "--engine 2 (--backend soc); no default")
     _add_layout_options(p)
     p.add_argument("--lanes", type=int, default=_RUN.lanes,
                    help="engine lanes L, a power of two from 2 to W/2 (none given: W/2); the "
@@ -361,7 +370,8 @@ def _settings(args) -> TrainSettings:
         loss=args.loss, l2=args.l2, l1=args.l1, seed=args.seed, update_mode=args.update_mode,
         rounding=args.rounding, model_width=args.model_format[0],
         model_frac=args.model_format[1], grad_width=args.grad_format[0],
-        grad_frac=args.grad_format[1], port=args.port, baud=args.baud, lanes=args.lanes)
+        grad_frac=args.grad_format[1], port=args.port, baud=args.baud, soc=args.soc,
+        lanes=args.lanes)
 
 
 def _add_train(sub) -> None:
@@ -688,24 +698,43 @@ def _run_time_to_accuracy(args) -> int:
 
 def _add_synth(sub) -> None:
     p = _subparser(sub, "synth", "build the engine for an ECP5 board (Yosys, nextpnr, ecppack; "
-                                 "YoWASP) and print fmax and resource use")
+                                 "YoWASP) and print fmax and resource use; with --engine 2, the "
+                                 "board's DRAM SoC (LiteX, LiteDRAM, the UART bridge)")
     p.add_argument("--board", default="ulx3s-85f", choices=sorted(BOARDS),
                    help="target board")
-    _add_build_options(p, _BOARD)
-    p.add_argument("--lanes", type=int, default=BOARD_LANES,
-                   help="lanes L, a power of two from 2 to W/2 (the W=64 board build with this "
-                        "many routes on an 85F; docs/results/synthesis.md)")
+    p.add_argument("--engine", type=int, choices=(1, 2), default=1,
+                   help="1: engine v1 with its serial host link; 2: engine v2 in the board's "
+                        "LiteX SoC, reading its samples from DRAM (docs/HARDWARE.md, \"The "
+                        "board SoCs\")")
+    p.add_argument("--bus-width", type=int, default=None,
+                   help=f"stream bus width W: 64, 128, 256 or 512 (none given: "
+                        f"{_BOARD.bus_width}; {SOC_PARAMS.bus_width} with --engine 2)")
+    p.add_argument("--max-features", type=int, default=None,
+                   help=f"N_max, the most features the model memory holds (none given: "
+                        f"{_BOARD.max_features}; {SOC_PARAMS.max_features} with --engine 2)")
+    p.add_argument("--max-batch", type=int, default=None,
+                   help=f"B_max, the largest mini-batch (none given: {_BOARD.max_batch}; "
+                        f"{SOC_PARAMS.max_batch} with --engine 2)")
+    p.add_argument("--lanes", type=int, default=None,
+                   help=f"lanes L of engine v1, a power of two from 2 to W/2 (none given: "
+                        f"{BOARD_LANES}, which routes on an 85F at W=64; "
+                        f"docs/results/synthesis.md)")
     p.add_argument("--freq", type=float, default=None, metavar="MHZ",
                    help=f"target engine clock in MHz (none given: {BOARD_FREQ_MHZ:g}, which the "
-                        f"board build meets; {OOC_FREQ_MHZ:g} with --ooc, the goal)")
+                        f"board build meets; {OOC_FREQ_MHZ:g} with --ooc, the goal; with "
+                        f"--engine 2 the SoC's clock, the board's own: "
+                        + ", ".join(f"{b.name} {b.clock_hz / 1e6:g}"
+                                    for b in SOC_BOARDS.values()) + ")")
+    p.add_argument("--baud", type=int, default=SOC_BAUD,
+                   help="with --engine 2, the UART bridge's rate in bits per second")
     p.add_argument("--ooc", action="store_true",
                    help="out of context: the engine alone with registered, LFSR-driven inputs "
                         "and XOR-folded outputs (zipsgd/hw/ooc.py), clocked from the board "
                         "clock pin constrained to --freq")
     seeds = p.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, default=None,
-                       help="nextpnr placement seed (none given: nextpnr's); routed fmax moves "
-                            "by several MHz between seeds")
+                       help="nextpnr placement seed (none given: nextpnr's; 1 with --engine 2); "
+                            "routed fmax moves by several MHz between seeds")
     seeds.add_argument("--seeds", default=None, metavar="LIST",
                        help="try these placement seeds (e.g. 1-6 or 2,5,9) in order until one "
                             "meets timing, each built in OUTPUT/seed<N>; the best is copied to "
@@ -715,26 +744,70 @@ def _add_synth(sub) -> None:
     p.add_argument("--seed-minutes", type=float, default=None, metavar="M",
                    help="with --seeds, stop a seed's build after M minutes (a router that "
                         "does not converge) and go on with the next (none given: no limit)")
-    p.add_argument("-o", "--output", default="build/synth", help="build folder")
+    p.add_argument("-o", "--output", default=None,
+                   help="build folder (none given: build/synth; build/soc-BOARD with "
+                        "--engine 2)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(run=_run_synth)
 
 
-def _run_synth(args) -> int:
-    params = EngineParams(args.bus_width, args.max_features, args.max_batch, args.lanes)
-    if args.seed_minutes is not None and args.seeds is None:
+def _add_program(sub) -> None:
+    p = _subparser(sub, "program", "load a bitstream onto a board with openFPGALoader (the FPGA's "
+                                   "configuration memory, or its SPI flash with --flash)")
+    p.add_argument("bitstream", help="the .bit file zipsgd synth wrote (e.g. "
+                                     "build/soc-ulx3s-85f/zipsgd_soc.bit)")
+    p.add_argument("--board", default="ulx3s-85f", choices=sorted(LOADER_BOARDS),
+                   help="the board")
+    p.add_argument("--flash", action="store_true",
+                   help="write the SPI flash, so the board keeps the design at power-off")
+    p.set_defaults(run=_run_program)
 
+
+def _run_program(args) -> int:
+    program_board(args.bitstream, args.board, flash=args.flash)
+    print(f"programmed the {args.board} with {args.bitstream}"
+          + (" (SPI flash)" if args.flash else ""))
+    return 0
+
+
+def _run_soc_synth(args) -> dict:
+    """``zipsgd synth --engine 2``: the board's DRAM SoC."""
+    for flag, given in (("--lanes", args.lanes is not None), ("--ooc", args.ooc),
+                        ("--seeds", args.seeds is not None)):
+        if given:
+            raise ConfigError(f"--engine 2 builds the board's SoC, which takes no {flag}: "
+                              f"found {flag} with --engine 2")
+    if args.board not in SOC_BOARDS:
+        raise ConfigError(f"--engine 2 builds for one of {sorted(SOC_BOARDS)}, found "
+                          f"{args.board!r}")
+    params = EngineParams2(args.bus_width or SOC_PARAMS.bus_width,
+                           args.max_features or SOC_PARAMS.max_features,
+                           args.max_batch or SOC_PARAMS.max_batch)
+    return run_soc_synth(args.board, params, out_dir=args.output or f"build/soc-{args.board}",
+                         baud=args.baud, clock_hz=None if args.freq is None else args.freq * 1e6,
+                         seed=1 if args.seed is None else args.seed)
+
+
+def _run_synth(args) -> int:
+    if args.seed_minutes is not None and args.seeds is None:
         raise ConfigError(f"--seed-minutes limits each seed of --seeds; found it "
                           f"({args.seed_minutes:g}) without --seeds")
-    common = {"board": args.board, "freq_mhz": args.freq, "ooc": args.ooc,
-              "out_dir": args.output}
     try:
-        if args.seeds is not None:
-            summary = synth.run_seed_sweep(params, synth.parse_seeds(args.seeds),
-                                           jobs=args.jobs, seed_minutes=args.seed_minutes,
-                                           **common)
+        if args.engine == 2:
+            summary = _run_soc_synth(args)
         else:
-            summary = synth.run_synth(params, seed=args.seed, **common)
+            params = EngineParams(args.bus_width or _BOARD.bus_width,
+                                  args.max_features or _BOARD.max_features,
+                                  args.max_batch or _BOARD.max_batch,
+                                  BOARD_LANES if args.lanes is None else args.lanes)
+            common = {"board": args.board, "freq_mhz": args.freq, "ooc": args.ooc,
+                      "out_dir": args.output or "build/synth"}
+            if args.seeds is not None:
+                summary = synth.run_seed_sweep(params, synth.parse_seeds(args.seeds),
+                                               jobs=args.jobs, seed_minutes=args.seed_minutes,
+                                               **common)
+            else:
+                summary = synth.run_synth(params, seed=args.seed, **common)
         status = 0
     except synth.BuildError as error:  # a tool failed: not bad input, so status 1, not 2
         print(f"zipsgd: error: {error}", file=sys.stderr)
@@ -785,7 +858,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"zipsgd {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_quantize, _add_inspect, _add_train, _add_study, _add_export,
-                _add_export_regs, _add_demo, _add_perf, _add_synth):
+                _add_export_regs, _add_demo, _add_perf, _add_synth, _add_program):
         add(sub)
     return parser
 

@@ -2,7 +2,8 @@
 of a packed stream into DRAM, a memory run and the read-back, as bus operations.
 
 The driver is written without I/O: each step is a generator that yields operations, ``("write",
-address, value)``, ``("read", address)`` (sent back the word read) and ``("wait", cycles)``, so the
+address, value)``, ``("write_block", address, words)`` (consecutive words), ``("read", address)``
+(sent back the word read) and ``("wait", cycles)``, so the
 same code runs on a board (LiteX's ``RemoteClient`` through ``litex_server``) and against the
 simulated SoC (a cocotb Wishbone master): :func:`execute` runs a step on any object with
 ``read``/``write``/``wait``.
@@ -10,16 +11,29 @@ simulated SoC (a cocotb Wishbone master): :func:`execute` runs a step on any obj
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Generator, Iterable
 
-from ..spec import registers2 as regs
-from ..spec.errors import ConfigError
-from ..spec.registers2 import MAP
+from litex.tools.litex_client import RemoteClient
 
-__all__ = ["dram_init", "upload", "engine_writes", "memory_run", "read_status", "read_model",
-           "execute", "RUNNING", "Ops"]
+from ..hw.soc import DFII_SEL
+from ..spec import registers2 as regs
+from ..spec.errors import ConfigError, LinkError
+from ..spec.registers import ENGINE_ID
+from ..spec.registers2 import ENGINE_VERSION2, MAP
+
+__all__ = ["BLOCK_WORDS", "dram_init", "upload", "engine_writes", "memory_run", "read_status",
+           "read_model", "execute", "RUNNING", "Ops", "RemoteBus",
+           "litex_server", "BOARD_TIMEOUT_S", "check_engine", "check_dram", "run_soc_jobs",
+           "DRAM_CHECK_WORDS"]
 
 Ops = Generator[tuple, int | None, None]
+#: Words of one upload block: LiteX's bridges carry at most 255 words a record.
+BLOCK_WORDS = 255
 #: STATUS.RUNNING.
 RUNNING = 1 << 5
 _CTRL_RUN = 1 << 3
@@ -42,12 +56,15 @@ def dram_init(csrs: dict, init: Iterable[tuple], hardware_control: int) -> Ops:
 
 
 def upload(address: int, data: bytes) -> Ops:
-    """Write ``data`` at ``address`` as little-endian 32-bit words (padded with zeros)."""
+    """Write ``data`` at ``address`` as little-endian 32-bit words (padded with zeros), in
+    blocks of :data:`BLOCK_WORDS` consecutive words (``("write_block", address, words)``: one
+    bridge transaction each on a board)."""
     if address % 4:
         raise ConfigError(f"an upload address must be a multiple of 4, found {address:#x}")
     data = bytes(data) + bytes(-len(data) % 4)
-    for i in range(0, len(data), 4):
-        yield ("write", address + i, int.from_bytes(data[i:i + 4], "little"))
+    words = [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)]
+    for k in range(0, len(words), BLOCK_WORDS):
+        yield ("write_block", address + 4 * k, words[k:k + BLOCK_WORDS])
 
 
 def engine_writes(base: int, pairs: Iterable[tuple[int, int]]) -> Ops:
@@ -100,9 +117,240 @@ def execute(ops: Generator, bus):
             reply = None
             if op[0] == "write":
                 bus.write(op[1], op[2])
+            elif op[0] == "write_block":
+                if hasattr(bus, "write_block"):
+                    bus.write_block(op[1], op[2])
+                else:
+                    for k, word in enumerate(op[2]):
+                        bus.write(op[1] + 4 * k, word)
             elif op[0] == "read":
                 reply = bus.read(op[1])
             else:
                 bus.wait(op[1])
     except StopIteration as stop:
         return stop.value
+
+
+# --------------------------------------------------------------------------------------------
+# The bus of a board (or of the simulated SoC behind its UART bridge): litex_server and
+# LiteX's RemoteClient.
+# --------------------------------------------------------------------------------------------
+
+#: How long a read waits for its answer on a board (an upload block ahead of it at 1 Mbaud
+#: takes about 10 ms).
+BOARD_TIMEOUT_S = 5.0
+
+
+class _Client(RemoteClient):
+    """LiteX's client, but a read that gets no answer is an error, not a word of zeros."""
+
+    def receive_packet(self, sock, addr_size):
+        packet = super().receive_packet(sock, addr_size)
+        if packet == 0:
+            raise LinkError(f"the board did not answer within {sock.gettimeout():g} s "
+                            f"(is it programmed with the SoC's bitstream, and is the serial "
+                            f"port the right one?)")
+        return packet
+
+
+class RemoteBus:
+    """The SoC's bus through ``litex_server`` at ``host:port`` (LiteX's ``RemoteClient``):
+    ``read``, ``write``, ``write_block`` (one record) and ``wait`` (the SoC's clock cycles
+    at ``clock_hz``, slept).
+
+    Raises
+    ------
+    LinkError
+        The server cannot be reached, or a read gets no answer within ``timeout_s``.
+    """
+
+    def __init__(self, host: str = "localhost", port: int = 1234, *, clock_hz: float = 50e6,
+                 timeout_s: float = BOARD_TIMEOUT_S):
+        self.clock_hz = clock_hz
+        self.client = _Client(host=host, port=port, csr_csv=None)
+        try:
+            self.client.open()
+        except OSError as error:
+            raise LinkError(f"litex_server at {host}:{port} cannot be reached ({error})") \
+                from None
+        self.client.socket.settimeout(timeout_s)
+
+    def read(self, address: int) -> int:
+        try:
+            return self.client.read(address)
+        except OSError as error:
+            raise LinkError(f"the link to litex_server broke ({error})") from None
+
+    def write(self, address: int, value: int) -> None:
+        self.write_block(address, [value])
+
+    def write_block(self, address: int, words: list[int]) -> None:
+        try:
+            self.client.write(address, list(words))
+        except OSError as error:
+            raise LinkError(f"the link to litex_server broke ({error})") from None
+
+    def wait(self, cycles: int) -> None:
+        time.sleep(cycles / self.clock_hz)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def litex_server(serial_port: str, baud: int, *, start_timeout_s: float = 20.0):
+    """Run ``litex_server`` on ``serial_port`` at ``baud`` (LiteX's UART bridge) on a free
+    local TCP port, which it yields; stopped when the block ends.
+
+    Raises
+    ------
+    LinkError
+        The server ends or does not listen within ``start_timeout_s`` (its last words are in
+        the message: a serial port that cannot be opened, say).
+    """
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "litex.tools.litex_server", "--uart", "--uart-port",
+         serial_port, "--uart-baudrate", str(baud), "--bind-port", str(port)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + start_timeout_s
+        while True:
+            if server.poll() is not None:
+                words = (server.stdout.read() or "").strip().splitlines()
+                raise LinkError(f"litex_server on {serial_port} ended at once: "
+                                f"{words[-1] if words else 'no message'}")
+            try:
+                socket.create_connection(("localhost", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise LinkError(f"litex_server on {serial_port} did not listen within "
+                                    f"{start_timeout_s:g} s") from None
+                time.sleep(0.1)
+        # (The probe connection above ends the server's first session; it serves the next.)
+        yield port
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+# --------------------------------------------------------------------------------------------
+# A training run on the SoC: identity, DRAM init and check, uploads, epochs from DRAM.
+# --------------------------------------------------------------------------------------------
+
+#: Words written and read back at the bottom of DRAM after its init: a DRAM whose init or
+#: calibration failed does not return them.
+DRAM_CHECK_WORDS = 64
+
+
+def check_engine(base: int, params) -> Generator[tuple, int, None]:
+    """Check that the engine at ``base`` is engine v2 built with ``params``.
+
+    Raises
+    ------
+    LinkError
+        No engine answers there, or it was built for other parameters or another register map
+        (the message names both).
+    """
+    ident = yield ("read", base + MAP.register("ID").offset)
+    if ident != ENGINE_ID:
+        raise LinkError(f"expected the zipsgd engine (ID {ENGINE_ID:#010x}) at {base:#x}, "
+                        f"found ID {ident:#010x}: is the board programmed with the SoC's "
+                        f"bitstream?")
+    found = {}
+    for name in ("VERSION", "BUS_WIDTH", "MAX_FEATURES", "MAX_BATCH"):
+        found[name] = yield ("read", base + MAP.register(name).offset)
+    want = {"VERSION": ENGINE_VERSION2, "BUS_WIDTH": params.bus_width,
+            "MAX_FEATURES": params.max_features, "MAX_BATCH": params.max_batch}
+    if found != want:
+        def show(values):
+            return ", ".join(f"{k.lower()} {v}" for k, v in values.items())
+        raise LinkError(f"the driver needs an engine with {show(want)}; the bitstream's has "
+                        f"{show(found)}: build the SoC with these parameters, or run with the "
+                        f"bitstream's")
+
+
+def check_dram(address: int, words: int = DRAM_CHECK_WORDS) -> Generator[tuple, int, None]:
+    """Write a pattern of ``words`` words at ``address`` and read it back.
+
+    Raises
+    ------
+    LinkError
+        A word reads back wrong: the DRAM's init or calibration failed.
+    """
+    pattern = [(0x9E37_79B9 * (k + 1)) & 0xFFFF_FFFF for k in range(words)]
+    yield ("write_block", address, pattern)
+    for k, want in enumerate(pattern):
+        got = yield ("read", address + 4 * k)
+        if got != want:
+            raise LinkError(f"the DRAM failed its check after init: {address + 4 * k:#x} reads "
+                            f"{got:#010x}, {want:#010x} was written (its init or calibration "
+                            f"failed; power-cycle the board and retry)")
+
+
+def run_soc_jobs(bus, facts: dict, params, jobs, initial_model,
+                 progress=None) -> list[dict]:
+    """Train ``jobs`` (``EpochJob2``) on the SoC behind ``bus`` (:func:`execute`'s bus) from
+    ``initial_model``: check the engine, init and check the DRAM, then per epoch upload its
+    stream (only when it differs from the one in DRAM), write its settings and run it from
+    DRAM.  ``facts`` is the SoC's ``soc.json`` (``csrs``, ``init``, ``main_ram_base``,
+    ``main_ram_size``, ``engine_base``).  One dict per epoch: ``status``, ``model_words``,
+    ``wall_s`` (the epoch's run) and ``upload_s`` (its upload, 0 when none).
+
+    Raises
+    ------
+    ConfigError
+        A packed stream larger than the board's DRAM.
+    LinkError
+        As :func:`check_engine` and :func:`check_dram`, or the bus fails.
+    """
+    base, ram = facts["engine_base"], facts["main_ram_base"]
+    for job in jobs:
+        if job.payload.size > facts["main_ram_size"]:
+            raise ConfigError(f"the packed stream is {job.payload.size} bytes; the board's DRAM "
+                              f"holds {facts['main_ram_size']} (pack fewer samples or features)")
+    execute(check_engine(base, params), bus)
+    execute(dram_init(facts["csrs"], facts["init"], DFII_SEL), bus)
+    execute(check_dram(ram), bus)
+    model = MAP.register("MODEL_INDEX").offset, MAP.register("MODEL_DATA").offset
+    execute(engine_writes(base, [(model[0], 0)] + [(model[1], int(w)) for w in initial_model]),
+            bus)
+    loaded, results = None, []
+    for index, job in enumerate(jobs):
+        started = time.perf_counter()
+        data = job.payload.tobytes()
+        if data != loaded:
+            execute(upload(ram, data), bus)
+            loaded = data
+        uploaded = time.perf_counter()
+        writes = regs.config_writes(job.config, job.plan, per_feature=job.per_feature,
+                                    seed=job.write_seed)
+        if job.levels is not None:
+            writes += regs.level_writes(job.levels if job.per_feature else job.levels[:1])
+        execute(engine_writes(base, writes), bus)
+        execute(memory_run(base, ram, len(data), 1, params.bus_width), bus)
+        wall = time.perf_counter() - uploaded
+        status = execute(read_status(base), bus)
+        words = execute(read_model(base, job.config.n_features), bus)
+        results.append({"status": status, "model_words": words, "wall_s": wall,
+                        "upload_s": uploaded - started})
+        if progress is not None:
+            progress(index + 1)
+    return results

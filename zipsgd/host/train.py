@@ -117,7 +117,8 @@ class TrainSettings:
     max_features: int = _BUILD.max_features
     max_batch: int = _BUILD.max_batch
     lanes: int | None = None  # W / 2
-    port: str | None = None  # the board's serial port (backend "board")
+    port: str | None = None  # the board's serial port (backends "board", "soc")
+    soc: str | None = None  # the SoC's soc.json (backend "soc")
     baud: int = DEFAULT_BAUD
     # A level table when quantizing on the fly (None: uniform levels, no table); golden2 only.
     levels: str | None = None
@@ -621,6 +622,8 @@ def _engine_results(report, results, expected, epochs, same_status, loss_frac: i
         record.update({"bit_exact": bool(exact), "cycles": cycles,
                        "bus_efficiency": hw["beats"] / cycles if cycles else None,
                        "simulation_seconds": result["wall_s"]})
+        if "upload_s" in result:  # (a SoC's: its upload into DRAM, apart from the epoch)
+            record["upload_seconds"] = result["upload_s"]
         if extra is not None:
             record.update(extra(hw))
     report["bit_exact"] = all(r["bit_exact"] for r in report["epochs"])

@@ -30,16 +30,19 @@ from litex.soc.interconnect import axi, wishbone
 from migen import ClockDomain, ClockSignal, Instance, Module, ResetSignal, Signal
 
 from ..spec.engine2 import EngineParams2
+from ..spec.errors import ConfigError
 from ..spec.registers import ADDR_WIDTH
 from .v2.top import TOP_NAME2, export_verilog2
 
-__all__ = ["SocBuild", "sim_soc", "ENGINE_BASE", "MAIN_RAM_BASE", "SIM_TOP", "DFII_SEL"]
+__all__ = ["SocBuild", "sim_soc", "add_engine", "csr_map", "init_sequence", "ENGINE_BASE",
+           "MAIN_RAM_BASE", "SIM_TOP", "SIM_UART_TOP", "DFII_SEL"]
 
 #: Where the engine's registers are on the SoC bus.
 ENGINE_BASE = 0x8000_0000
 #: LiteX's default place of the DRAM on the bus (``main_ram``).
 MAIN_RAM_BASE = 0x4000_0000
 SIM_TOP = "zipsgd_soc"
+SIM_UART_TOP = "zipsgd_soc_uart"
 #: The simulated SDRAM (8 MiB, SDR, 16 bits): small, so the model's memory is small.
 SIM_SDRAM = "MT48LC4M16"
 SIM_CLOCK_HZ = 50_000_000
@@ -50,6 +53,11 @@ _DFII = {"DFII_CONTROL_SEL": 0x01, "DFII_CONTROL_CKE": 0x02, "DFII_CONTROL_ODT":
          "DFII_COMMAND_RDDATA": 0x20}
 #: DFII control: the controller, not the host, drives the DRAM (after the init sequence).
 DFII_SEL = _DFII["DFII_CONTROL_SEL"]
+
+
+def csr_map(csr_json: dict) -> dict:
+    """``{name: address}`` of a LiteX ``csr.json``'s CSRs."""
+    return {name: reg["addr"] for name, reg in csr_json["csr_registers"].items()}
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,8 @@ def _bits(text: str) -> int:
     return sum(_DFII[name] for name in text.split("|"))
 
 
-def _init_sequence(soc) -> tuple:
+def init_sequence(soc) -> tuple:
+    """The DRAM's init sequence as :class:`SocBuild` rows (from LiteDRAM's own)."""
     settings = soc.sdram.controller.settings
     rows, _ = get_sdram_phy_init_sequence(settings.phy, settings.timing)
     return tuple((a, ba, _bits(cmd) if cmd.startswith("DFII_CONTROL") else None,
@@ -121,14 +130,23 @@ def _engine(soc, params: EngineParams2) -> None:
     soc.comb += [master.aw.valid.eq(0), master.w.valid.eq(0), master.b.ready.eq(1)]
 
 
+#: (Migen names the signals a function makes after it: ``_engine`` names the engine's ports
+#: ``*_engine_*`` in every SoC.)
+add_engine = _engine
+
+
 class _SimSoc(SoCCore):
-    def __init__(self, params: EngineParams2):
-        io = [("sys_clk", 0, Pins(1)), ("sys_rst", 0, Pins(1)), ("irq", 0, Pins(1)),
-              ("host", 0,
-               Subsignal("adr", Pins(30)), Subsignal("dat_w", Pins(32)),
-               Subsignal("dat_r", Pins(32)), Subsignal("sel", Pins(4)),
-               Subsignal("cyc", Pins(1)), Subsignal("stb", Pins(1)), Subsignal("ack", Pins(1)),
-               Subsignal("we", Pins(1)), Subsignal("err", Pins(1)))]
+    def __init__(self, params: EngineParams2, bridge: str = "wishbone", baud: int = 0):
+        if bridge == "wishbone":
+            host_io = ("host", 0,
+                       Subsignal("adr", Pins(30)), Subsignal("dat_w", Pins(32)),
+                       Subsignal("dat_r", Pins(32)), Subsignal("sel", Pins(4)),
+                       Subsignal("cyc", Pins(1)), Subsignal("stb", Pins(1)),
+                       Subsignal("ack", Pins(1)), Subsignal("we", Pins(1)),
+                       Subsignal("err", Pins(1)))
+        else:
+            host_io = ("serial", 0, Subsignal("tx", Pins(1)), Subsignal("rx", Pins(1)))
+        io = [("sys_clk", 0, Pins(1)), ("sys_rst", 0, Pins(1)), ("irq", 0, Pins(1)), host_io]
         platform = SimPlatform("SIM", io)
         self.crg = _Crg(platform.request("sys_clk"), platform.request("sys_rst"))
         SoCCore.__init__(self, platform, clk_freq=SIM_CLOCK_HZ, cpu_type=None,
@@ -137,27 +155,39 @@ class _SimSoc(SoCCore):
         module = getattr(litedram_modules, SIM_SDRAM)(SIM_CLOCK_HZ, "1:1")
         self.sdrphy = SDRAMPHYModel(module=module, data_width=16, clk_freq=SIM_CLOCK_HZ)
         self.add_sdram("sdram", phy=self.sdrphy, module=module, l2_cache_size=0)
-        # The host's Wishbone master, on the top level's ports.
-        host = wishbone.Interface(data_width=32, adr_width=30)
-        pads = platform.request("host")
-        self.comb += [host.adr.eq(pads.adr), host.dat_w.eq(pads.dat_w), host.sel.eq(pads.sel),
-                      host.cyc.eq(pads.cyc), host.stb.eq(pads.stb), host.we.eq(pads.we),
-                      pads.dat_r.eq(host.dat_r), pads.ack.eq(host.ack), pads.err.eq(host.err)]
-        self.bus.add_master("host", host)
+        if bridge == "wishbone":
+            # The host's Wishbone master, on the top level's ports.
+            host = wishbone.Interface(data_width=32, adr_width=30)
+            pads = platform.request("host")
+            self.comb += [host.adr.eq(pads.adr), host.dat_w.eq(pads.dat_w),
+                          host.sel.eq(pads.sel), host.cyc.eq(pads.cyc), host.stb.eq(pads.stb),
+                          host.we.eq(pads.we), pads.dat_r.eq(host.dat_r),
+                          pads.ack.eq(host.ack), pads.err.eq(host.err)]
+            self.bus.add_master("host", host)
+        else:
+            self.add_uartbone(uart_name="serial", baudrate=baud)
         self.engine_irq = platform.request("irq")
         _engine(self, params)
 
 
-def sim_soc(params: EngineParams2) -> SocBuild:
-    """The simulation SoC's Verilog (top ``zipsgd_soc``: ``sys_clk``, ``sys_rst``, the host's
-    Wishbone ``host_*``, ``irq``) with the engine's, and its CSR map."""
-    soc = _SimSoc(params)
+def sim_soc(params: EngineParams2, bridge: str = "wishbone", divisor: int = 16) -> SocBuild:
+    """The simulation SoC's Verilog with the engine's, and its CSR map.  Its top level
+    (``zipsgd_soc``) has ``sys_clk``, ``sys_rst``, ``irq`` and the host's bridge: with
+    ``bridge="wishbone"`` a Wishbone master's ``host_*`` ports; with ``bridge="uart"`` LiteX's
+    UART bridge on ``serial_tx``/``serial_rx`` at ``divisor`` clock cycles a bit (top
+    ``zipsgd_soc_uart``)."""
+    if bridge not in ("wishbone", "uart"):
+        raise ConfigError(f"the simulated SoC's bridge is 'wishbone' or 'uart', found {bridge!r}")
+    if not (isinstance(divisor, int) and divisor >= 8):
+        raise ConfigError(f"the UART bridge's divisor must be an integer >= 8, found {divisor!r}")
+    soc = _SimSoc(params, bridge, SIM_CLOCK_HZ // divisor)
+    top = SIM_TOP if bridge == "wishbone" else SIM_UART_TOP
     with tempfile.TemporaryDirectory(prefix="zipsgd-soc-") as tmp:
         builder = Builder(soc, output_dir=tmp, compile_software=False, compile_gateware=False,
                           csr_json=str(Path(tmp) / "csr.json"))
         builder.build(build=False, run=False)
         csr = json.loads((Path(tmp) / "csr.json").read_text())
-        text = soc.platform.get_verilog(soc, name=SIM_TOP).main_source
+        text = soc.platform.get_verilog(soc, name=top).main_source
         # (Without LiteX's dates and revision, the text, and so the simulation's cache key,
         # is the same from build to build.)
         stamps = ("Auto-Generated by LiteX on", "// Date ", "// LiteX sha1 ")
@@ -165,5 +195,5 @@ def sim_soc(params: EngineParams2) -> SocBuild:
                                  if not any(stamp in line for stamp in stamps))
     engine = export_verilog2(params)[f"{TOP_NAME2}.v"]
     ram = soc.bus.regions["main_ram"]
-    csrs = {name: reg["addr"] for name, reg in csr["csr_registers"].items()}
-    return SocBuild(soc_verilog + "\n" + engine, csrs, ram.origin, ram.size, _init_sequence(soc))
+    return SocBuild(soc_verilog + "\n" + engine, csr_map(csr), ram.origin, ram.size,
+                    init_sequence(soc))

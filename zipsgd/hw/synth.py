@@ -41,7 +41,8 @@ from .placed_timing import placed_paths
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoints",
            "run_block", "critical_path",
-           "format_table", "run_synth", "run_seed_sweep", "parse_seeds", "build_plan", "TOOLS",
+           "format_table", "run_synth", "run_build_script", "check_timing", "write_summary",
+           "run_seed_sweep", "parse_seeds", "build_plan", "TOOLS",
            "LUT_MAPPING", "NEXTPNR_OPTIONS", "KEEP_REPLICAS", "UNDEFINED_COLLISIONS"]
 
 #: Amaranth's environment variable for each tool -> the YoWASP executable.
@@ -222,7 +223,8 @@ def format_table(summary: dict) -> str:
     """A plain-text (also valid Markdown) table of a :func:`summarize` result plus whatever
     build facts it carries (``board``, ``params``, ``build_seconds``)."""
     lines = []
-    facts = [(k, summary[k]) for k in ("board", "params", "freq_mhz", "seed", "build_seconds")
+    facts = [(k, summary[k]) for k in ("board", "params", "freq_mhz", "clock_hz", "baud", "dram",
+                                       "seed", "build_seconds", "bitstream")
              if summary.get(k) is not None]
     for key, value in facts:
         lines.append(f"{key}: {value}")
@@ -303,7 +305,8 @@ def _facts(params: EngineParams, board: str, freq_mhz: float, ooc: bool,
                        "max_batch": params.max_batch, "lanes": params.lanes}}
 
 
-def _write_summary(out: Path, summary: dict) -> None:
+def write_summary(out: Path, summary: dict) -> None:
+    """Write ``out/summary.json`` whole or not at all."""
     tmp = out / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=1) + "\n")
     tmp.replace(out / "summary.json")
@@ -317,16 +320,23 @@ def _stop(process) -> None:
 
 
 def _run_script(plan, out: Path, timeout_s: float | None = None, live: set | None = None) -> None:
-    """Run an extracted build plan's script in ``out``; after ``timeout_s`` seconds (None:
-    no limit) stop it, every tool it started with it, and raise :class:`BuildError`.
+    """Run an extracted build plan's script in ``out`` (:func:`run_build_script`)."""
+    run_build_script(f"{plan.script}.sh", out,
+                     f"see {out}/top.rpt (Yosys) and {out}/top.tim (nextpnr)", timeout_s, live)
+
+
+def run_build_script(script: str, out: Path, logs: str, timeout_s: float | None = None,
+                     live: set | None = None) -> None:
+    """Run the build script ``script`` in ``out``; after ``timeout_s`` seconds (None: no
+    limit) stop it, every tool it started with it, and raise :class:`BuildError` (whose
+    message ends with ``logs``, where to look).
 
     The script runs in a process group of its own, so that a stop reaches the tools it runs,
     not only the shell; that group does not get the terminal's interrupt, so an interrupt
     here stops it, and a caller waiting in another thread stops the processes in ``live``
     (the script's process is in it while it runs) with :func:`_stop`."""
-    logs = f"see {out}/top.rpt (Yosys) and {out}/top.tim (nextpnr)"
     try:
-        process = subprocess.Popen(["sh", f"{plan.script}.sh"], cwd=out, process_group=0)
+        process = subprocess.Popen(["sh", script], cwd=out, process_group=0)
     except OSError as error:
         raise BuildError(f"the build failed ({error}); {logs}") from error
     if live is not None:
@@ -347,7 +357,8 @@ def _run_script(plan, out: Path, timeout_s: float | None = None, live: set | Non
         raise BuildError(f"the build failed (exit status {status}); {logs}")
 
 
-def _check_timing(summary: dict, out: Path) -> None:
+def check_timing(summary: dict, out: Path) -> None:
+    """Raise :class:`TimingError` if a clock of ``summary`` missed its constraint."""
     if not summary["timing_met"]:
         missed = ", ".join(f"{n}: {c['fmax_mhz']:.2f} MHz < {c['target_mhz']:.2f} MHz"
                            for n, c in summary["clocks"].items() if not c["met"])
@@ -392,9 +403,9 @@ def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
     summary = summarize(out / "report.json") | _facts(params, board, freq_mhz, ooc, seed)
     summary.update({"build_seconds": round(time.monotonic() - started, 1),
                     "elaborate_seconds": round(elaborated - started, 1)})
-    _write_summary(out, summary)
+    write_summary(out, summary)
     if check_timing:
-        _check_timing(summary, out)
+        check_timing(summary, out)
     return summary
 
 
@@ -444,7 +455,7 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
                     "freq_mhz": freq_mhz, "build_seconds": round(time.monotonic() - started, 1)})
     if not route:
         summary["placed_paths"] = placed_paths(out / "placed.json", 10)
-    _write_summary(out, summary)
+    write_summary(out, summary)
     return summary
 
 
@@ -533,7 +544,7 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
         summary = summarize(seed_dir / "report.json") | _facts(params, board, freq_mhz, ooc,
                                                                seed)
         summary["build_seconds"] = round(time.monotonic() - begun, 1)
-        _write_summary(seed_dir, summary)
+        write_summary(seed_dir, summary)
         return summary
 
     def sweep(pool, running, pending, results) -> None:
@@ -587,7 +598,7 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
                       "build_seconds": results[s]["build_seconds"]}
                      for s in seeds if s in results]
     best["build_seconds"] = round(time.monotonic() - started, 1)
-    _write_summary(out, best)
+    write_summary(out, best)
     if check_timing:
-        _check_timing(best, out)
+        check_timing(best, out)
     return best

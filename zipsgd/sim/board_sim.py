@@ -21,7 +21,7 @@ from ..hw.hostlink import SIM_LINK, LinkedEngine, LinkParams
 from ..spec.engine import EngineParams
 from .runner import SimulationFailed, build, run
 
-__all__ = ["simulated_board", "build_board"]
+__all__ = ["simulated_board", "build_board", "pty_simulation"]
 
 
 _BUILT: dict = {}
@@ -52,15 +52,33 @@ def simulated_board(params: EngineParams, link_params: LinkParams = SIM_LINK, bu
         The build fails, the simulation does not come up or it fails.
     """
     built = build_board(params, link_params, build_root)
+    with pty_simulation(built, link_params.divisor, None, start_timeout, sim_timeout) as path:
+        yield path
+
+
+@contextlib.contextmanager
+def pty_simulation(built, divisor: int, pins: dict | None, start_timeout: float,
+                   sim_timeout: float) -> Iterator[str]:
+    """Run :mod:`zipsgd.sim.board_pump` on ``built`` (its UART at ``divisor`` cycles a bit, on
+    the top level's ``pins``: the simulated board's if None) in a background thread; yields
+    the pseudo-terminal's path, and stops the simulation when the block ends.
+
+    Raises
+    ------
+    zipsgd.sim.runner.SimulationFailed
+        The simulation does not come up within ``start_timeout`` s, or it fails.
+    """
     with tempfile.TemporaryDirectory(prefix="zipsgd-board-") as folder:
         ready, stop = Path(folder) / "pty", Path(folder) / "stop"
         failure: list[BaseException] = []
+        params = {"ready": str(ready), "stop": str(stop), "divisor": divisor}
+        if pins is not None:
+            params["pins"] = pins
 
         def simulate():
             try:
-                run(built, "zipsgd.sim.board_pump", testcase="board_pump",
-                    test_params={"ready": str(ready), "stop": str(stop),
-                                 "divisor": link_params.divisor}, timeout_s=sim_timeout)
+                run(built, "zipsgd.sim.board_pump", testcase="board_pump", test_params=params,
+                    timeout_s=sim_timeout)
             except BaseException as error:
                 failure.append(error)
 
@@ -69,11 +87,11 @@ def simulated_board(params: EngineParams, link_params: LinkParams = SIM_LINK, bu
         deadline = time.monotonic() + start_timeout
         while not ready.exists():
             if not worker.is_alive():
-                raise failure[0] if failure else SimulationFailed("the board simulation ended "
+                raise failure[0] if failure else SimulationFailed("the simulation ended "
                                                                   "before it opened its port")
             if time.monotonic() > deadline:
                 stop.touch()
-                raise SimulationFailed(f"the board simulation did not open its port within "
+                raise SimulationFailed(f"the simulation did not open its port within "
                                        f"{start_timeout:g} s")
             time.sleep(0.02)
         try:

@@ -67,6 +67,9 @@ class WishboneHost:
                 reply = None
                 if op[0] == "write":
                     await self._access(op[1], op[2])
+                elif op[0] == "write_block":
+                    for k, word in enumerate(op[2]):
+                        await self._access(op[1] + 4 * k, word)
                 elif op[0] == "read":
                     reply = await self._access(op[1], None)
                 else:

@@ -1,18 +1,34 @@
-"""Engine v2 in the simulated LiteX SoC under Verilator and cocotb (``zipsgd/sim/soc_bench.py``):
-DRAM init, upload, memory runs and read-back by the host's driver, bit-exact with the golden
-model."""
+"""Engine v2 in the simulated LiteX SoC under Verilator and cocotb.
+
+:func:`run_soc`: the host's driver on a Wishbone master at the SoC's top level
+(``zipsgd/sim/soc_bench.py``): DRAM init, upload, memory runs and read-back, bit-exact with the
+golden model.
+
+:func:`simulated_soc`: the SoC with LiteX's UART bridge, its serial lines on a pseudo-terminal
+(``zipsgd/sim/board_pump.py``), so that the host reaches it exactly as a board: ``litex_server``
+on the serial device and ``RemoteClient`` (``zipsgd train --backend soc-sim``).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
-from ..hw.soc import DFII_SEL, ENGINE_BASE, SIM_TOP, sim_soc
+from ..hw.soc import DFII_SEL, ENGINE_BASE, SIM_CLOCK_HZ, SIM_TOP, SIM_UART_TOP, sim_soc
 from ..spec.engine2 import EngineParams2
 from . import runner
+from .board_sim import pty_simulation
 
-__all__ = ["run_soc"]
+__all__ = ["run_soc", "simulated_soc", "SIM_DIVISOR"]
+
+#: Clock cycles a bit of the simulated SoC's UART bridge: fast, so the simulation spends its
+#: time on the SoC rather than on the serial line.
+SIM_DIVISOR = 16
+#: The UART SoC's pins for the pump.
+_PINS = {"clk": "sys_clk", "rst": "sys_rst", "rx": "serial_rx", "tx": "serial_tx"}
 
 #: LiteX's Verilog (Migen's) writes its combinational processes with ``<=`` and has one
 #: combinational loop Verilator cannot order (LiteDRAM's Wishbone ``ack``): both as LiteX's own
@@ -35,3 +51,38 @@ def run_soc(params: EngineParams2, runs: list[dict], report_dir=None, **kwargs) 
                               extra_build_args=_LITEX_WAIVERS,
                               extra_env={"ZIPSGD_SIM_REPORT": str(report)}, **kwargs)
         return json.loads(report.read_text()) if report.exists() else []
+
+
+_BUILT: dict = {}
+
+
+def _build_uart_soc(params: EngineParams2, divisor: int, build_root):
+    key = (params, divisor, None if build_root is None else str(build_root))
+    if key not in _BUILT:
+        soc = sim_soc(params, "uart", divisor)
+        built = runner.build(soc.verilog, SIM_UART_TOP, extra_build_args=_LITEX_WAIVERS,
+                             build_root=build_root)
+        _BUILT[key] = soc, built
+    return _BUILT[key]
+
+
+@contextlib.contextmanager
+def simulated_soc(params: EngineParams2, divisor: int = SIM_DIVISOR, build_root=None,
+                  start_timeout: float = 120.0, sim_timeout: float = 3600.0
+                  ) -> Iterator[tuple[str, dict]]:
+    """Run the SoC with its UART bridge; yields its serial device's path and the SoC's facts
+    (as a board build's ``soc.json``: ``csrs``, ``init``, ``main_ram_base``, ``main_ram_size``,
+    ``engine_base``, ``clock_hz``, ``baud``).
+
+    Raises
+    ------
+    zipsgd.sim.runner.SimulationFailed
+        The build fails, the simulation does not come up or it fails.
+    """
+    soc, built = _build_uart_soc(params, divisor, build_root)
+    facts = {"csrs": soc.csrs, "init": [list(row) for row in soc.init],
+             "main_ram_base": soc.main_ram_base, "main_ram_size": soc.main_ram_size,
+             "engine_base": ENGINE_BASE, "clock_hz": SIM_CLOCK_HZ,
+             "baud": SIM_CLOCK_HZ // divisor}
+    with pty_simulation(built, divisor, _PINS, start_timeout, sim_timeout) as path:
+        yield path, facts

@@ -12,7 +12,10 @@ from zipsgd.sim.core2_sim import SWEEP_FEATURES, codebook_runs, run_core2, sweep
 from zipsgd.spec.engine2 import EngineParams2
 
 
-@pytest.mark.parametrize("bus_width", sorted(SWEEP_FEATURES))
+# W = 128 builds for 15-20 minutes on two cores: `slow` (W = 64 covers the same plans and the
+# engine's bus; the 128-bit gearbox has its own unit tests).
+@pytest.mark.parametrize("bus_width", [pytest.param(w, marks=pytest.mark.slow) if w > 64 else w
+                                       for w in sorted(SWEEP_FEATURES)])
 def test_core2_sweep(bus_width, tmp_path, sim_options):
     params = EngineParams2(bus_width, 4096, 512)
     runs = sweep_runs(params)

@@ -1,0 +1,83 @@
+"""``soc`` and ``soc-sim``: engine v2 in its LiteX SoC, reading its epochs from DRAM, reached
+through LiteX's UART bridge with ``litex_server`` and ``RemoteClient``; on a board programmed
+with ``zipsgd synth --engine 2``'s bitstream, or on the SoC simulated by Verilator behind a
+pseudo-terminal.  Both run the same driver (``zipsgd/host/soc.py``): engine and DRAM checks,
+uploads, one memory run an epoch, the model read back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from ..host.backend import Engine2Backend, EpochJob2
+from ..host.soc import RemoteBus, litex_server, run_soc_jobs
+from ..sim.soc_sim import simulated_soc
+from ..spec.engine2 import EngineParams2
+from ..spec.errors import ConfigError
+
+__all__ = ["SocBackend", "SocSimBackend", "load_soc_facts"]
+
+#: A read's answer may wait behind a whole upload block in the simulation.
+SIM_TIMEOUT_S = 300.0
+#: The facts the driver needs from ``soc.json``.
+_FACTS = ("csrs", "init", "main_ram_base", "main_ram_size", "engine_base", "clock_hz", "baud")
+
+
+def load_soc_facts(path) -> dict:
+    """The SoC's ``soc.json`` (written next to its bitstream by ``zipsgd synth --engine 2``).
+
+    Raises
+    ------
+    ConfigError
+        The file cannot be read, or it is not a SoC's ``soc.json``.
+    """
+    try:
+        facts = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigError(f"expected the SoC's soc.json (zipsgd synth --engine 2 writes it "
+                          f"next to the bitstream), found {path!r}: {error}") from None
+    missing = [key for key in _FACTS if not isinstance(facts, dict) or key not in facts]
+    if missing:
+        raise ConfigError(f"expected the SoC's soc.json with {', '.join(_FACTS)}, found "
+                          f"{path!r} without {', '.join(missing)}")
+    return facts
+
+
+class SocBackend(Engine2Backend):
+    """A board programmed with the SoC's bitstream: its UART bridge on ``settings.port`` at the
+    rate in ``settings.soc`` (its ``soc.json``)."""
+
+    name = "soc"
+
+    def check(self, settings) -> None:
+        super().check(settings)
+        if not settings.port or not settings.soc:
+            raise ConfigError(f"the soc backend needs the serial port (--port) and the SoC's "
+                              f"soc.json (--soc), found --port {settings.port} and --soc "
+                              f"{settings.soc}")
+
+    def run_epochs(self, settings, params: EngineParams2, jobs: list[EpochJob2],
+                   initial_model: np.ndarray,
+                   progress: Callable[[int], None] | None = None) -> list[dict]:
+        facts = load_soc_facts(settings.soc)
+        with litex_server(settings.port, facts["baud"]) as port, \
+                RemoteBus(port=port, clock_hz=facts["clock_hz"]) as bus:
+            return run_soc_jobs(bus, facts, params, jobs, initial_model, progress)
+
+
+class SocSimBackend(Engine2Backend):
+    """The SoC (LiteDRAM with its SDRAM model, the engine, the UART bridge) simulated by
+    Verilator, its serial lines on a pseudo-terminal that ``litex_server`` opens."""
+
+    name = "soc-sim"
+
+    def run_epochs(self, settings, params: EngineParams2, jobs: list[EpochJob2],
+                   initial_model: np.ndarray,
+                   progress: Callable[[int], None] | None = None) -> list[dict]:
+        with simulated_soc(params) as (path, facts), \
+                litex_server(path, facts["baud"]) as port, \
+                RemoteBus(port=port, clock_hz=facts["clock_hz"], timeout_s=SIM_TIMEOUT_S) as bus:
+            return run_soc_jobs(bus, facts, params, jobs, initial_model, progress)
