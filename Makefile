@@ -47,11 +47,13 @@ $(STAMP): pyproject.toml constraints.txt | $(VPY)
 demo: $(STAMP)
 	$(VENV)/bin/zipsgd demo
 
+# worksteal: a worker that runs out of tests takes queued ones from the other (with xdist's
+# default, the suite's long tail of simulations ran on one core while the other idled).
 test: lint
-	$(VPY) -m pytest -n auto $(PYTEST_ARGS)
+	$(VPY) -m pytest -n auto --dist worksteal $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
-	$(VPY) -m pytest -n auto -m slow $(PYTEST_ARGS)
+	$(VPY) -m pytest -n auto --dist worksteal -m slow $(PYTEST_ARGS)
 
 # The fuzz targets: tests/fuzz and the link's own fuzz tests.
 FUZZ_TESTS := tests/fuzz tests/hw/test_hostlink_protocol.py::test_fuzz_parsers_never_raise \
