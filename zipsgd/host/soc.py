@@ -20,11 +20,11 @@ from collections.abc import Generator, Iterable
 
 from litex.tools.litex_client import RemoteClient
 
-from ..hw.soc import DFII_SEL
 from ..spec import registers2 as regs
 from ..spec.errors import ConfigError, LinkError
 from ..spec.registers import ENGINE_ID
 from ..spec.registers2 import ENGINE_VERSION2, MAP
+from ..spec.soc import DFII_SEL
 
 __all__ = ["BLOCK_WORDS", "dram_init", "upload", "engine_writes", "memory_run", "read_status",
            "read_model", "execute", "RUNNING", "Ops", "RemoteBus",

@@ -32,27 +32,17 @@ from migen import ClockDomain, ClockSignal, Instance, Module, ResetSignal, Signa
 from ..spec.engine2 import EngineParams2
 from ..spec.errors import ConfigError
 from ..spec.registers import ADDR_WIDTH
+from ..spec.soc import DFII, DFII_SEL, ENGINE_BASE, MAIN_RAM_BASE
 from .v2.top import TOP_NAME2, export_verilog2
 
 __all__ = ["SocBuild", "sim_soc", "add_engine", "csr_map", "init_sequence", "ENGINE_BASE",
            "MAIN_RAM_BASE", "SIM_TOP", "SIM_UART_TOP", "DFII_SEL"]
 
-#: Where the engine's registers are on the SoC bus.
-ENGINE_BASE = 0x8000_0000
-#: LiteX's default place of the DRAM on the bus (``main_ram``).
-MAIN_RAM_BASE = 0x4000_0000
 SIM_TOP = "zipsgd_soc"
 SIM_UART_TOP = "zipsgd_soc_uart"
 #: The simulated SDRAM (8 MiB, SDR, 16 bits): small, so the model's memory is small.
 SIM_SDRAM = "MT48LC4M16"
 SIM_CLOCK_HZ = 50_000_000
-#: LiteDRAM's DFII control and command bits (``litedram/init.py``'s C header).
-_DFII = {"DFII_CONTROL_SEL": 0x01, "DFII_CONTROL_CKE": 0x02, "DFII_CONTROL_ODT": 0x04,
-         "DFII_CONTROL_RESET_N": 0x08, "DFII_COMMAND_CS": 0x01, "DFII_COMMAND_WE": 0x02,
-         "DFII_COMMAND_CAS": 0x04, "DFII_COMMAND_RAS": 0x08, "DFII_COMMAND_WRDATA": 0x10,
-         "DFII_COMMAND_RDDATA": 0x20}
-#: DFII control: the controller, not the host, drives the DRAM (after the init sequence).
-DFII_SEL = _DFII["DFII_CONTROL_SEL"]
 
 
 def csr_map(csr_json: dict) -> dict:
@@ -76,7 +66,7 @@ class SocBuild:
 
 
 def _bits(text: str) -> int:
-    return sum(_DFII[name] for name in text.split("|"))
+    return sum(DFII[name] for name in text.split("|"))
 
 
 def init_sequence(soc) -> tuple:
