@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from zipsgd.host import soc
-from zipsgd.spec.errors import ConfigError
-from zipsgd.spec.registers2 import MAP
+from zipsgd.spec.engine2 import EngineParams2
+from zipsgd.spec.errors import ConfigError, LinkError
+from zipsgd.spec.registers import ENGINE_ID
+from zipsgd.spec.registers2 import ENGINE_VERSION2, MAP
+from zipsgd.spec.soc import ENGINE_BASE, MAIN_RAM_BASE
 
 CSRS = {"sdram_dfii_pi0_address": 0x10, "sdram_dfii_pi0_baddress": 0x14,
         "sdram_dfii_control": 0x18, "sdram_dfii_pi0_command": 0x1C,
@@ -38,7 +43,7 @@ def test_dram_init_replays_the_sequence_then_hands_over():
 
 
 def test_upload_writes_little_endian_words_padded():
-    bus = Bus()
+    bus = Bus()  # (no write_block: execute writes a block word by word)
     soc.execute(soc.upload(0x100, bytes(range(1, 7))), bus)
     assert bus.log == [("w", 0x100, 0x04030201), ("w", 0x104, 0x0605)]
     with pytest.raises(ConfigError, match="multiple of 4"):
@@ -60,3 +65,64 @@ def test_memory_run_starts_and_polls_until_the_run_ends():
 def test_read_model_sign_extends():
     bus = Bus(reads=[5, 0xFFFF_FFFE])
     assert soc.execute(soc.read_model(0, 2), bus) == [5, -2]
+
+
+class BlockBus(Bus):
+    def write_block(self, address, words):
+        self.log.append(("block", address, len(words)))
+
+
+def test_upload_goes_in_blocks_the_bridge_carries():
+    bus = BlockBus()
+    soc.execute(soc.upload(0x4000_0000, bytes(4 * 300)), bus)
+    assert bus.log == [("block", 0x4000_0000, soc.BLOCK_WORDS),
+                       ("block", 0x4000_0000 + 4 * soc.BLOCK_WORDS, 300 - soc.BLOCK_WORDS)]
+
+
+class Memory:
+    """A bus over a dict of words, with the engine's identity registers."""
+
+    def __init__(self, ident, params, broken_dram=False):
+        self.words = {ENGINE_BASE + MAP.register("ID").offset: ident,
+                      ENGINE_BASE + MAP.register("VERSION").offset: ENGINE_VERSION2,
+                      ENGINE_BASE + MAP.register("BUS_WIDTH").offset: params.bus_width,
+                      ENGINE_BASE + MAP.register("MAX_FEATURES").offset: params.max_features,
+                      ENGINE_BASE + MAP.register("MAX_BATCH").offset: params.max_batch}
+        self.broken = broken_dram
+
+    def write(self, address, value):
+        self.words[address] = value ^ (1 if self.broken and address >= MAIN_RAM_BASE
+                                       and address < ENGINE_BASE else 0)
+
+    def read(self, address):
+        return self.words.get(address, 0)
+
+    def wait(self, cycles):
+        pass
+
+
+def test_the_engine_and_the_dram_are_checked():
+    params = EngineParams2(64, 4096, 512)
+    soc.execute(soc.check_engine(ENGINE_BASE, params), Memory(ENGINE_ID, params))
+    with pytest.raises(LinkError, match="expected the zipsgd engine .* found ID 0x00000000"):
+        soc.execute(soc.check_engine(ENGINE_BASE, params), Memory(0, params))
+    with pytest.raises(LinkError, match="needs an engine with version 3, bus_width 64, "
+                                        "max_features 4096, max_batch 512; the bitstream's "
+                                        "has .*max_features 8192"):
+        soc.execute(soc.check_engine(ENGINE_BASE, params),
+                    Memory(ENGINE_ID, EngineParams2(64, 8192, 512)))
+    soc.execute(soc.check_dram(MAIN_RAM_BASE), Memory(ENGINE_ID, params))
+    with pytest.raises(LinkError, match="the DRAM failed its check after init: 0x40000000 "
+                                        "reads"):
+        soc.execute(soc.check_dram(MAIN_RAM_BASE), Memory(ENGINE_ID, params, broken_dram=True))
+
+
+def test_no_server_and_no_serial_port_are_link_errors(tmp_path):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("localhost", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(LinkError, match=f"litex_server at localhost:{port} cannot be reached"):
+        soc.RemoteBus(port=port)
+    with pytest.raises(LinkError, match="litex_server on .*ttyNONE ended at once"), \
+            soc.litex_server(str(tmp_path / "ttyNONE"), 1_000_000):
+        pass

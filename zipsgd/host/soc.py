@@ -15,6 +15,7 @@ import contextlib
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Generator, Iterable
 
@@ -221,34 +222,37 @@ def litex_server(serial_port: str, baud: int, *, start_timeout_s: float = 20.0):
         the message: a serial port that cannot be opened, say).
     """
     port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "litex.tools.litex_server", "--uart", "--uart-port",
-         serial_port, "--uart-baudrate", str(baud), "--bind-port", str(port)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + start_timeout_s
-        while True:
-            if server.poll() is not None:
-                words = (server.stdout.read() or "").strip().splitlines()
-                raise LinkError(f"litex_server on {serial_port} ended at once: "
-                                f"{words[-1] if words else 'no message'}")
-            try:
-                socket.create_connection(("localhost", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise LinkError(f"litex_server on {serial_port} did not listen within "
-                                    f"{start_timeout_s:g} s") from None
-                time.sleep(0.1)
-        # (The probe connection above ends the server's first session; it serves the next.)
-        yield port
-    finally:
-        server.terminate()
+    # (Its words go to a file, which a pipe nobody reads while it serves could not be.)
+    with tempfile.TemporaryFile("w+") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "litex.tools.litex_server", "--uart", "--uart-port",
+             serial_port, "--uart-baudrate", str(baud), "--bind-port", str(port)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+            deadline = time.monotonic() + start_timeout_s
+            while True:
+                if server.poll() is not None:
+                    log.seek(0)
+                    words = log.read().strip().splitlines()
+                    raise LinkError(f"litex_server on {serial_port} ended at once: "
+                                    f"{words[-1] if words else 'no message'}")
+                try:
+                    socket.create_connection(("localhost", port), timeout=0.5).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise LinkError(f"litex_server on {serial_port} did not listen within "
+                                        f"{start_timeout_s:g} s") from None
+                    time.sleep(0.1)
+            # (The probe connection above ends the server's first session; it serves the next.)
+            yield port
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
 
 
 # --------------------------------------------------------------------------------------------
