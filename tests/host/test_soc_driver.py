@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 
 import pytest
 
@@ -126,3 +127,26 @@ def test_no_server_and_no_serial_port_are_link_errors(tmp_path):
     with pytest.raises(LinkError, match="litex_server on .*ttyNONE ended at once"), \
             soc.litex_server(str(tmp_path / "ttyNONE"), 1_000_000):
         pass
+
+
+def test_a_board_that_does_not_answer_is_a_link_error():
+    """A server that takes requests and never answers (a board with another bitstream)."""
+    with socket.socket() as server:
+        server.bind(("localhost", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        accepted = []
+
+        def serve():
+            client, _ = server.accept()
+            client.sendall(b"CommUART:localhost:0")
+            accepted.append(client)
+
+        thread = threading.Thread(target=serve)
+        thread.start()
+        with soc.RemoteBus(port=port, timeout_s=0.3) as bus:
+            thread.join()
+            bus.write(0x100, 5)                   # (writes are not answered)
+            with pytest.raises(LinkError, match="did not answer within 0.3 s"):
+                bus.read(0x100)
+        accepted[0].close()
