@@ -29,7 +29,7 @@ from migen import Signal
 
 from ..spec.engine2 import EngineParams2
 from ..spec.errors import ConfigError
-from .soc import ENGINE_BASE, add_engine, csr_map, init_sequence
+from .soc import ENGINE_BASE, add_engine, csr_map, init_sequence, quiet_litex
 from .synth import (
     KEEP_REPLICAS,
     LUT_MAPPING,
@@ -184,12 +184,13 @@ def write_board_soc(board: str, out_dir, params: EngineParams2 = SOC_PARAMS, *,
     if not (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0):
         raise ConfigError(f"seed must be an integer >= 0, found {seed!r}")
     spec = _board(board)
-    soc = board_soc(board, params, baud=baud, clock_hz=clock_hz)
+    with quiet_litex():
+        soc = board_soc(board, params, baud=baud, clock_hz=clock_hz)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     engine_v = f"{TOP_NAME2}.v"
     (out / engine_v).write_text(export_verilog2(params)[engine_v])
-    with tempfile.TemporaryDirectory(prefix="zipsgd-soc-", dir=out) as tmp:
+    with tempfile.TemporaryDirectory(prefix="zipsgd-soc-", dir=out) as tmp, quiet_litex():
         builder = Builder(soc, output_dir=tmp, gateware_dir=tmp, compile_software=False,
                           compile_gateware=False, csr_json=str(Path(tmp) / "csr.json"))
         builder.build(build_name=SOC_TOP, run=False)
