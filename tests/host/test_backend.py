@@ -23,16 +23,17 @@ from zipsgd.spec.registers import decode_status_words, status_offsets
 
 def test_every_backend_is_registered_under_its_name():
     assert set(backend_names()) == {"float", "golden", "golden2", "verilator", "verilator2",
-                                    "board", "board-sim"}
+                                    "board", "board-sim", "soc", "soc-sim"}
     for name in backend_names():
         backend = get_backend(name)
         assert isinstance(backend, Backend) and backend.name == name
     assert isinstance(get_backend("float"), FloatBackend)
     assert isinstance(get_backend("golden"), GoldenBackend)
     assert {n for n in backend_names() if get_backend(n).kind == "engine"} == {
-        "verilator", "verilator2", "board", "board-sim"}
+        "verilator", "verilator2", "board", "board-sim", "soc", "soc-sim"}
     assert all(isinstance(get_backend(n), EngineBackend) for n in ("verilator", "board"))
-    assert isinstance(get_backend("verilator2"), Engine2Backend)
+    assert all(isinstance(get_backend(n), Engine2Backend)
+               for n in ("verilator2", "soc", "soc-sim"))
     assert get_backend("verilator2").numerics == 2 and get_backend("verilator2").levels
 
 

@@ -338,12 +338,11 @@ def run_soc_jobs(bus, facts: dict, params, jobs, initial_model,
             bus)
     loaded, results = None, []
     for index, job in enumerate(jobs):
-        started = time.perf_counter()
         data = job.payload.tobytes()
+        started = uploaded = time.perf_counter()
         if data != loaded:
             execute(upload(ram, data), bus)
-            loaded = data
-        uploaded = time.perf_counter()
+            loaded, uploaded = data, time.perf_counter()
         writes = regs.config_writes(job.config, job.plan, per_feature=job.per_feature,
                                     seed=job.write_seed)
         if job.levels is not None:

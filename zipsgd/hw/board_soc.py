@@ -35,7 +35,7 @@ from .synth import (
     LUT_MAPPING,
     NEXTPNR_OPTIONS,
     UNDEFINED_COLLISIONS,
-    check_timing,
+    require_timing,
     run_build_script,
     summarize,
     use_yowasp,
@@ -246,5 +246,5 @@ def run_soc_synth(board: str, params: EngineParams2 = SOC_PARAMS, *, out_dir="bu
                     "bitstream": str(out / f"{SOC_TOP}.bit")})
     write_summary(out, summary)
     if check:
-        check_timing(summary, out)
+        require_timing(summary, out)
     return summary

@@ -41,7 +41,7 @@ from .placed_timing import placed_paths
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoints",
            "run_block", "critical_path",
-           "format_table", "run_synth", "run_build_script", "check_timing", "write_summary",
+           "format_table", "run_synth", "run_build_script", "require_timing", "write_summary",
            "run_seed_sweep", "parse_seeds", "build_plan", "TOOLS",
            "LUT_MAPPING", "NEXTPNR_OPTIONS", "KEEP_REPLICAS", "UNDEFINED_COLLISIONS"]
 
@@ -357,7 +357,7 @@ def run_build_script(script: str, out: Path, logs: str, timeout_s: float | None 
         raise BuildError(f"the build failed (exit status {status}); {logs}")
 
 
-def check_timing(summary: dict, out: Path) -> None:
+def require_timing(summary: dict, out: Path) -> None:
     """Raise :class:`TimingError` if a clock of ``summary`` missed its constraint."""
     if not summary["timing_met"]:
         missed = ", ".join(f"{n}: {c['fmax_mhz']:.2f} MHz < {c['target_mhz']:.2f} MHz"
@@ -405,7 +405,7 @@ def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
                     "elaborate_seconds": round(elaborated - started, 1)})
     write_summary(out, summary)
     if check_timing:
-        check_timing(summary, out)
+        require_timing(summary, out)
     return summary
 
 
@@ -600,5 +600,5 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
     best["build_seconds"] = round(time.monotonic() - started, 1)
     write_summary(out, best)
     if check_timing:
-        check_timing(best, out)
+        require_timing(best, out)
     return best

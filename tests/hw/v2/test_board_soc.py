@@ -15,6 +15,10 @@ from zipsgd.spec.errors import ConfigError
 
 SMALL = EngineParams2(64, 64, 16)
 MIB = 1 << 20
+#: Each board's FPGA as nextpnr names it.
+DEVICE = {"ulx3s-85f": "--85k --package CABGA381 --speed 6",
+          "orangecrab-85f": "--85k --package CSFBGA285 --speed 8",
+          "ecpix5-85": "--um5g-85k --package CABGA554 --speed 8"}
 #: Each board's DRAM as LiteDRAM's module sizes it.
 DRAM_BYTES = {"ulx3s-85f": 64 * MIB, "orangecrab-85f": 128 * MIB, "ecpix5-85": 512 * MIB}
 
@@ -37,7 +41,7 @@ def test_a_board_soc_is_a_folder_the_tools_run_in(written):
     assert "abc -lut 4:7" in ys and "setattr -set keep 1" in ys and "RD_COLLISION_X_MASK" in ys
     script = (out / f"build_{SOC_TOP}.sh").read_text()
     assert '"$YOSYS"' in script and '"$NEXTPNR_ECP5"' in script and '"$ECPPACK"' in script
-    assert "--85k" in script and "--package CABGA381" in script
+    assert DEVICE[board] in script
     assert "--seed 3" in script and script.count("--seed") == 1
     assert "--report report.json" in script
     assert json.loads((out / "soc.json").read_text()) == json.loads(json.dumps(facts))

@@ -43,8 +43,8 @@ def test_the_driver_refuses_a_bitstream_of_other_parameters_and_a_stream_too_big
     with simulated_soc(PARAMS) as (path, facts), \
             driver.litex_server(path, facts["baud"]) as port, \
             driver.RemoteBus(port=port, clock_hz=facts["clock_hz"], timeout_s=120) as bus:
-        with pytest.raises(LinkError, match="max_features 8192; the bitstream's has .*"
-                                            "max_features 4096"):
+        with pytest.raises(LinkError, match="max_features 8192, max_batch 512; the "
+                                            "bitstream's has .*max_features 4096"):
             driver.run_soc_jobs(bus, facts, EngineParams2(64, 8192, 512), [job], [0] * 4)
         small = facts | {"main_ram_size": 32}
         with pytest.raises(ConfigError, match="the packed stream is 64 bytes; the board's DRAM "
