@@ -5,10 +5,12 @@ from __future__ import annotations
 import socket
 import threading
 
+import numpy as np
 import pytest
 
 from zipsgd.host import soc
-from zipsgd.spec.engine2 import EngineParams2
+from zipsgd.host.backend import EpochJob2
+from zipsgd.spec.engine2 import EngineParams2, RunConfig2, lane_plan
 from zipsgd.spec.errors import ConfigError, LinkError
 from zipsgd.spec.registers import ENGINE_ID
 from zipsgd.spec.registers2 import ENGINE_VERSION2, MAP
@@ -150,3 +152,41 @@ def test_a_board_that_does_not_answer_is_a_link_error():
             with pytest.raises(LinkError, match="did not answer within 0.3 s"):
                 bus.read(0x100)
         accepted[0].close()
+
+
+class CountingMemory(Memory):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.blocks = []
+
+    def write_block(self, address, words):
+        self.blocks.append(address)
+        for k, word in enumerate(words):
+            self.write(address + 4 * k, word)
+
+
+def test_a_run_uploads_each_distinct_stream_once_and_checks_its_size():
+    params = EngineParams2(64, 4096, 512)
+    config = RunConfig2(n_features=4)
+    plan = lane_plan(config, params, 8)
+    one, two = np.arange(64, dtype=np.uint8), np.arange(64, 128, dtype=np.uint8)
+    jobs = [EpochJob2(config, plan, one), EpochJob2(config, plan, one),
+            EpochJob2(config, plan, two)]
+    facts = {"engine_base": ENGINE_BASE, "main_ram_base": MAIN_RAM_BASE,
+             "main_ram_size": 1 << 20, "csrs": CSRS, "init": []}
+    bus = CountingMemory(ENGINE_ID, params)
+    done = []
+    results = soc.run_soc_jobs(bus, facts, params, jobs, [0] * 4, done.append)
+    # The DRAM check's block, then the uploads of the first and third epochs' streams.
+    assert bus.blocks == [MAIN_RAM_BASE] * 3 and done == [1, 2, 3]
+    assert [r["upload_s"] > 0 for r in results] == [True, False, True]
+    assert bus.words[MAIN_RAM_BASE + 60] == int.from_bytes(bytes(range(124, 128)), "little")
+    with pytest.raises(ConfigError, match="the packed stream is 64 bytes; the board's DRAM "
+                                          "holds 32"):
+        soc.run_soc_jobs(bus, facts | {"main_ram_size": 32}, params, jobs, [0] * 4)
+
+
+def test_an_upload_that_does_not_land_is_a_link_error():
+    with pytest.raises(LinkError, match="the upload did not land: 0x40000004 reads 0x00000000, "
+                                        "0x00000605 was written"):
+        soc.execute(soc.check_upload(MAIN_RAM_BASE, bytes(range(1, 7))), Bus(reads=[0]))

@@ -29,7 +29,8 @@ from ..spec.soc import DFII_SEL
 
 __all__ = ["BLOCK_WORDS", "dram_init", "upload", "engine_writes", "memory_run", "read_status",
            "read_model", "execute", "RUNNING", "Ops", "RemoteBus",
-           "litex_server", "BOARD_TIMEOUT_S", "check_engine", "check_dram", "run_soc_jobs",
+           "litex_server", "BOARD_TIMEOUT_S", "check_engine", "check_dram", "check_upload",
+           "run_soc_jobs",
            "DRAM_CHECK_WORDS"]
 
 Ops = Generator[tuple, int | None, None]
@@ -309,6 +310,23 @@ def check_dram(address: int, words: int = DRAM_CHECK_WORDS) -> Generator[tuple, 
                             f"failed; power-cycle the board and retry)")
 
 
+def check_upload(address: int, data: bytes) -> Generator[tuple, int, None]:
+    """Read back the last word of an upload of ``data`` at ``address``.
+
+    Raises
+    ------
+    LinkError
+        It differs from what was written.
+    """
+    padded = bytes(data) + bytes(-len(data) % 4)
+    last = len(padded) - 4
+    want = int.from_bytes(padded[last:], "little")
+    got = yield ("read", address + last)
+    if got != want:
+        raise LinkError(f"the upload did not land: {address + last:#x} reads {got:#010x}, "
+                        f"{want:#010x} was written")
+
+
 def run_soc_jobs(bus, facts: dict, params, jobs, initial_model,
                  progress=None) -> list[dict]:
     """Train ``jobs`` (``EpochJob2``) on the SoC behind ``bus`` (:func:`execute`'s bus) from
@@ -342,6 +360,9 @@ def run_soc_jobs(bus, facts: dict, params, jobs, initial_model,
         started = uploaded = time.perf_counter()
         if data != loaded:
             execute(upload(ram, data), bus)
+            # (A bridge does not answer writes: reading the last word waits for them all, so
+            # the upload's time is its own, and shows that it landed.)
+            execute(check_upload(ram, data), bus)
             loaded, uploaded = data, time.perf_counter()
         writes = regs.config_writes(job.config, job.plan, per_feature=job.per_feature,
                                     seed=job.write_seed)
