@@ -8,8 +8,8 @@ AXI4 master on a LiteDRAM port and its AXI4-Lite registers on the bus; and the h
 LiteX's UART bridge (UARTBone) on every board, Etherbone (LiteEth) also on the ECPIX-5.  A host
 with ``litex_server`` and ``RemoteClient`` drives it as any LiteX SoC.
 
-:func:`write_board_soc` writes the SoC's files (its Verilog, the engine's, the board's LPF, a
-Yosys script with the engine's build commands, the build script, ``csr.json`` and
+:func:`write_board_soc` writes the SoC's files (its Verilog, the engine's RTLIL, the board's
+LPF, a Yosys script with the engine's build commands, the build script, ``csr.json`` and
 ``soc.json``, which the host driver reads); :func:`run_soc_synth` runs that script with the
 YoWASP tools and reports fmax and use as ``zipsgd synth`` does for the engine alone.
 """
@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from amaranth.back import rtlil
 from litex.soc.integration.builder import Builder
 from migen import Signal
 
@@ -41,7 +42,7 @@ from .synth import (
     use_yowasp,
     write_summary,
 )
-from .v2.top import TOP_NAME2, export_verilog2
+from .v2.top import TOP_NAME2, ZipsgdEngine2
 
 __all__ = ["SocBoard", "SOC_BOARDS", "SOC_TOP", "SOC_PARAMS", "SOC_BAUD", "board_soc",
            "write_board_soc", "run_soc_synth"]
@@ -124,11 +125,12 @@ def board_soc(board: str, params: EngineParams2 = SOC_PARAMS, *, baud: int = SOC
     return soc
 
 
-def _yosys_script(sources: list[str]) -> str:
+def _yosys_script(engine: str, soc: str) -> str:
     """The SoC's Yosys script: the engine's commands (its kept copies, its memories' undefined
     collisions, the ``abc`` LUT mapping) as in the engine's own build (``synth.py``)."""
     return "\n".join([
-        *(f"read_verilog {name}" for name in sources),
+        f"read_rtlil {engine}",
+        f"read_verilog {soc}",
         'attrmap -tocase keep -imap keep="true" keep=1 -imap keep="false" keep=0 -remove keep=0',
         f"hierarchy -top {SOC_TOP}",
         KEEP_REPLICAS,
@@ -188,8 +190,12 @@ def write_board_soc(board: str, out_dir, params: EngineParams2 = SOC_PARAMS, *,
         soc = board_soc(board, params, baud=baud, clock_hz=clock_hz)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    engine_v = f"{TOP_NAME2}.v"
-    (out / engine_v).write_text(export_verilog2(params)[engine_v])
+    # (The engine as RTLIL, as its own build reads it: its memories' read ports stay
+    # synchronous, which marking their collisions undefined needs; from Verilog, Yosys
+    # asserts.)
+    engine_il = f"{TOP_NAME2}.il"
+    (out / engine_il).write_text(rtlil.convert(ZipsgdEngine2(params), name=TOP_NAME2,
+                                               emit_src=False))
     with tempfile.TemporaryDirectory(prefix="zipsgd-soc-", dir=out) as tmp, quiet_litex():
         builder = Builder(soc, output_dir=tmp, gateware_dir=tmp, compile_software=False,
                           compile_gateware=False, csr_json=str(Path(tmp) / "csr.json"))
@@ -199,7 +205,7 @@ def write_board_soc(board: str, out_dir, params: EngineParams2 = SOC_PARAMS, *,
         for name in (f"{SOC_TOP}.v", f"{SOC_TOP}.lpf", "csr.json",
                      *(p.name for p in made.glob("*.init"))):
             (made / name).replace(out / name)
-    (out / f"{SOC_TOP}.ys").write_text(_yosys_script([engine_v, f"{SOC_TOP}.v"]))
+    (out / f"{SOC_TOP}.ys").write_text(_yosys_script(engine_il, f"{SOC_TOP}.v"))
     (out / f"build_{SOC_TOP}.sh").write_text(_build_script(litex_script, seed))
     csr = json.loads((out / "csr.json").read_text())
     ram = soc.bus.regions["main_ram"]

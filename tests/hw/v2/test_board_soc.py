@@ -32,12 +32,12 @@ def written(request, tmp_path_factory):
 def test_a_board_soc_is_a_folder_the_tools_run_in(written):
     board, out, facts = written
     names = {p.name for p in out.iterdir()}
-    assert {f"{SOC_TOP}.v", "zipsgd_engine2.v", f"{SOC_TOP}.lpf", f"{SOC_TOP}.ys",
+    assert {f"{SOC_TOP}.v", "zipsgd_engine2.il", f"{SOC_TOP}.lpf", f"{SOC_TOP}.ys",
             f"build_{SOC_TOP}.sh", "csr.json", "soc.json"} <= names
     ys = (out / f"{SOC_TOP}.ys").read_text()
     # YoWASP's tools see only the folder: every file by a relative name.
     assert "/" not in "".join(line for line in ys.splitlines() if line.startswith("read_"))
-    assert re.search(r"(?m)^read_verilog zipsgd_engine2\.v$", ys)
+    assert re.search(r"(?m)^read_rtlil zipsgd_engine2\.il$", ys)
     assert "abc -lut 4:7" in ys and "setattr -set keep 1" in ys and "RD_COLLISION_X_MASK" in ys
     script = (out / f"build_{SOC_TOP}.sh").read_text()
     assert '"$YOSYS"' in script and '"$NEXTPNR_ECP5"' in script and '"$ECPPACK"' in script
