@@ -173,8 +173,8 @@ def _build_script(litex_script: str, seed: int) -> str:
 
 def write_board_soc(board: str, out_dir, params: EngineParams2 = SOC_PARAMS, *,
                     baud: int = SOC_BAUD, clock_hz: float | None = None, seed: int = 1) -> dict:
-    """Write ``board``'s SoC into ``out_dir``: its Verilog and the engine's, the LPF, the Yosys
-    and build scripts, ``csr.json`` and ``soc.json``; return ``soc.json``'s content (board,
+    """Write ``board``'s SoC into ``out_dir``: its Verilog, the engine's RTLIL, the LPF, the
+    Yosys and build scripts, ``csr.json`` and ``soc.json``; return ``soc.json``'s content (board,
     clock, rate, engine parameters, DRAM, the engine's and DRAM's bus addresses, the CSR map
     and the DRAM's init sequence).  Nothing runs.
 
