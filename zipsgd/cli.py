@@ -31,7 +31,7 @@ from .host.levels import (
     level_summary,
     table_variance,
 )
-from .host.output import atomic_output, check_output, check_output_folder
+from .host.output import atomic_folder, atomic_output, check_output, check_output_folder
 from .host.pack import default_chunk_rows, pack_source
 from .host.perf import PLATFORMS, perf_table
 from .host.program import LOADER_BOARDS, program_board
@@ -745,8 +745,9 @@ def _add_synth(sub) -> None:
                    help="with --seeds, stop a seed's build after M minutes (a router that "
                         "does not converge) and go on with the next (none given: no limit)")
     p.add_argument("-o", "--output", default=None,
-                   help="build folder (none given: build/synth; build/soc-BOARD with "
-                        "--engine 2)")
+                   help="build folder, published whole when the tools finish (none given: "
+                        "build/synth; build/soc-BOARD with --engine 2)")
+    p.add_argument("--force", action="store_true", help="replace an existing build folder")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(run=_run_synth)
 
@@ -770,8 +771,8 @@ def _run_program(args) -> int:
     return 0
 
 
-def _run_soc_synth(args) -> dict:
-    """``zipsgd synth --engine 2``: the board's DRAM SoC."""
+def _run_soc_synth(args, out: Path) -> dict:
+    """``zipsgd synth --engine 2``: the board's DRAM SoC, built in ``out``."""
     for flag, given in (("--lanes", args.lanes is not None), ("--ooc", args.ooc),
                         ("--seeds", args.seeds is not None)):
         if given:
@@ -783,38 +784,46 @@ def _run_soc_synth(args) -> dict:
     params = EngineParams2(args.bus_width or SOC_PARAMS.bus_width,
                            args.max_features or SOC_PARAMS.max_features,
                            args.max_batch or SOC_PARAMS.max_batch)
-    return run_soc_synth(args.board, params, out_dir=args.output or f"build/soc-{args.board}",
-                         baud=args.baud, clock_hz=None if args.freq is None else args.freq * 1e6,
-                         seed=1 if args.seed is None else args.seed)
+    return run_soc_synth(args.board, params, out_dir=out, baud=args.baud,
+                         clock_hz=None if args.freq is None else args.freq * 1e6,
+                         seed=1 if args.seed is None else args.seed, check=False)
+
+
+def _run_engine_synth(args, out: Path) -> dict:
+    """``zipsgd synth``: engine v1 with its serial host link, built in ``out``."""
+    params = EngineParams(args.bus_width or _BOARD.bus_width,
+                          args.max_features or _BOARD.max_features,
+                          args.max_batch or _BOARD.max_batch,
+                          BOARD_LANES if args.lanes is None else args.lanes)
+    common = {"board": args.board, "freq_mhz": args.freq, "ooc": args.ooc, "out_dir": out,
+              "check_timing": False}
+    if args.seeds is not None:
+        return synth.run_seed_sweep(params, synth.parse_seeds(args.seeds), jobs=args.jobs,
+                                    seed_minutes=args.seed_minutes, **common)
+    return synth.run_synth(params, seed=args.seed, **common)
 
 
 def _run_synth(args) -> int:
+    """Build in a temporary folder beside the output, published whole when the tools finish
+    (a failed build's folder is kept for its logs); timing is judged on the published one."""
     if args.seed_minutes is not None and args.seeds is None:
         raise ConfigError(f"--seed-minutes limits each seed of --seeds; found it "
                           f"({args.seed_minutes:g}) without --seeds")
+    target = Path(args.output or (f"build/soc-{args.board}" if args.engine == 2
+                                  else "build/synth"))
     try:
-        if args.engine == 2:
-            summary = _run_soc_synth(args)
-        else:
-            params = EngineParams(args.bus_width or _BOARD.bus_width,
-                                  args.max_features or _BOARD.max_features,
-                                  args.max_batch or _BOARD.max_batch,
-                                  BOARD_LANES if args.lanes is None else args.lanes)
-            common = {"board": args.board, "freq_mhz": args.freq, "ooc": args.ooc,
-                      "out_dir": args.output or "build/synth"}
-            if args.seeds is not None:
-                summary = synth.run_seed_sweep(params, synth.parse_seeds(args.seeds),
-                                               jobs=args.jobs, seed_minutes=args.seed_minutes,
-                                               **common)
-            else:
-                summary = synth.run_synth(params, seed=args.seed, **common)
-        status = 0
+        with atomic_folder(target, args.force, keep_on=(synth.BuildError,)) as work:
+            summary = (_run_soc_synth if args.engine == 2 else _run_engine_synth)(args, work)
     except synth.BuildError as error:  # a tool failed: not bad input, so status 1, not 2
         print(f"zipsgd: error: {error}", file=sys.stderr)
         return 1
+    if "bitstream" in summary:
+        summary["bitstream"] = str(target / summary["bitstream"])
+    status = 0
+    try:
+        synth.require_timing(summary, target)
     except synth.TimingError as error:
-        summary, status = error.summary, 1
-        message = f"zipsgd: error: {error}"
+        status, message = 1, f"zipsgd: error: {error}"
     print(json.dumps(summary, indent=1) if args.json else synth.format_table(summary))
     if status:
         print(message, file=sys.stderr)

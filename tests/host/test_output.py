@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from zipsgd.host.output import TEMP_SUFFIX, atomic_output, check_output, check_output_folder
+from zipsgd.host.output import (
+    TEMP_SUFFIX,
+    atomic_folder,
+    atomic_output,
+    check_output,
+    check_output_folder,
+)
 from zipsgd.spec.errors import OutputError, OutputExistsError
 
 
@@ -123,3 +129,27 @@ def test_a_signal_mid_write_removes_the_temporary(tmp_path, signum):
     left = sorted(p.name for p in tmp_path.iterdir())
     assert (status, err.count("\n"), "Traceback" in err, left) == (128 + signum, 1, False, []), \
         err  # 128 + 2 = 130 for SIGINT, as for any interrupt
+
+
+def test_a_folder_is_removed_on_an_interrupt_and_kept_on_a_listed_error(tmp_path):
+    target = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_folder(target, keep_on=(LookupError,)) as work:
+            (work / "a").write_text("x")
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(KeyError):
+        with atomic_folder(target, keep_on=(LookupError,)) as work:
+            (work / "log").write_text("why it failed")
+            raise KeyError("tool")
+    assert not target.exists() and (work / "log").read_text() == "why it failed"
+
+
+def test_a_folder_replaces_a_file_never(tmp_path):
+    target = tmp_path / "out"
+    target.write_text("keep me")
+    for force in (False, True):
+        with pytest.raises(OutputError, match="expected a folder, found a file"):
+            with atomic_folder(target, force):
+                pass
+    assert target.read_text() == "keep me"

@@ -11,6 +11,7 @@ import os
 import re
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 from amaranth.hdl import Cat, Mux, Signal, UnusedElaboratable
@@ -154,11 +155,14 @@ def test_use_yowasp_sets_environment(monkeypatch):
 def test_cli_timing_failure_exits_1(monkeypatch, capsys, tmp_path):
     summary = synth.summarize(REPORT)
 
+    assert not summary["timing_met"]
+
     def fake(params, **kwargs):
-        raise synth.TimingError("timing not met ($glbnet$clk: 87.50 MHz < 100.00 MHz)", summary)
+        assert kwargs["check_timing"] is False  # judged once the folder is published
+        return summary
 
     monkeypatch.setattr(synth, "run_synth", fake)
-    status = main(["synth", "-o", str(tmp_path)])
+    status = main(["synth", "-o", str(tmp_path / "out")])
     out, err = capsys.readouterr()
     assert status == 1
     assert "| LUT4 | 4000 |" in out
@@ -166,7 +170,7 @@ def test_cli_timing_failure_exits_1(monkeypatch, capsys, tmp_path):
 
 
 def test_cli_unknown_board_exits_2(capsys, tmp_path):
-    assert main(["synth", "--board", "arty", "-o", str(tmp_path)]) == 2
+    assert main(["synth", "--board", "arty", "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "invalid choice: 'arty'" in err and "ulx3s-85f" in err
 
@@ -190,7 +194,7 @@ def test_seed_reaches_nextpnr():
 
 
 def test_cli_negative_seed_exits_2(capsys, tmp_path):
-    assert main(["synth", "--seed", "-1", "-o", str(tmp_path)]) == 2
+    assert main(["synth", "--seed", "-1", "-o", str(tmp_path / "out")]) == 2
     assert "seed must be an integer >= 0, found -1" in capsys.readouterr().err
 
 
@@ -435,5 +439,83 @@ def test_a_failing_build_script_raises_build_error(tmp_path):
     (["--seed", "1", "--seeds", "2"], "not allowed with argument"),
 ])
 def test_cli_bad_seeds_exit_2(capsys, tmp_path, args, message):
-    assert main(["synth", *args, "-o", str(tmp_path)]) == 2
+    assert main(["synth", *args, "-o", str(tmp_path / "out")]) == 2
     assert message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# The build folder is published whole, never in place of another without --force
+
+
+def _fake_build(calls, *, fail=None, meanwhile=None):
+    """A stand-in for ``synth.run_synth`` that writes a bitstream into its folder."""
+    def fake(params, *, out_dir, **kwargs):
+        calls.append(Path(out_dir))
+        (Path(out_dir) / "top.bit").write_text("new")
+        if meanwhile is not None:
+            meanwhile()
+        if fail is not None:
+            raise fail
+        return synth.summarize(REPORT) | {"board": kwargs["board"]}
+    return fake
+
+
+def test_cli_refuses_an_existing_build_folder_before_building(monkeypatch, capsys, tmp_path):
+    calls = []
+    monkeypatch.setattr(synth, "run_synth", _fake_build(calls))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "top.bit").write_text("old")
+    assert main(["synth", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{out} exists; pass --force" in err
+    assert calls == [] and (out / "top.bit").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_cli_force_replaces_the_whole_folder(monkeypatch, capsys, tmp_path):
+    calls = []
+    monkeypatch.setattr(synth, "run_synth", _fake_build(calls))
+    out = tmp_path / "build" / "out"  # the parent is made
+    for _ in range(2):
+        main(["synth", "-o", str(out), "--force", "--freq", "1"])
+        (out / "stale.txt").write_text("from the earlier build")
+    main(["synth", "-o", str(out), "--force", "--freq", "1"])
+    capsys.readouterr()
+    assert calls[-1] != out and calls[-1].parent == out.parent  # built beside, then published
+    assert sorted(p.name for p in out.iterdir()) == ["top.bit"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["out"]  # no temporary left
+
+
+def test_cli_failed_build_keeps_its_logs_and_publishes_nothing(monkeypatch, capsys, tmp_path):
+    calls = []
+    failure = synth.BuildError("the build failed (exit status 1)")
+    monkeypatch.setattr(synth, "run_synth", _fake_build(calls, fail=failure))
+    out = tmp_path / "out"
+    assert main(["synth", "-o", str(out)]) == 1
+    assert "the build failed" in capsys.readouterr().err
+    assert not out.exists() and (calls[0] / "top.bit").exists()
+
+
+def test_cli_bad_input_during_the_build_leaves_no_folder(monkeypatch, capsys, tmp_path):
+    calls = []
+    monkeypatch.setattr(synth, "run_synth", _fake_build(calls, fail=ConfigError("bad thing")))
+    assert main(["synth", "-o", str(tmp_path / "out")]) == 2
+    assert "bad thing" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_folder_made_during_the_build_is_not_replaced(monkeypatch, capsys, tmp_path):
+    out = tmp_path / "out"
+
+    def race():
+        out.mkdir()
+        (out / "top.bit").write_text("someone else's")
+
+    calls = []
+    monkeypatch.setattr(synth, "run_synth", _fake_build(calls, meanwhile=race))
+    assert main(["synth", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "was created while this output was written" in err
+    assert str(calls[0]) in err and (calls[0] / "top.bit").read_text() == "new"
+    assert (out / "top.bit").read_text() == "someone else's"

@@ -17,17 +17,19 @@ import contextlib
 import ctypes
 import errno
 import os
+import shutil
 import threading
 from pathlib import Path
 
 from ..spec.errors import OutputError, OutputExistsError
 
-__all__ = ["atomic_output", "check_output", "check_output_folder", "TEMP_SUFFIX",
-           "stale_temporaries"]
+__all__ = ["atomic_folder", "atomic_output", "check_output", "check_output_folder",
+           "TEMP_SUFFIX", "stale_temporaries"]
 
 TEMP_SUFFIX = ".zipsgd-tmp"
 _UMASK_LOCK = threading.Lock()
 _RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
 
 
 def _reason(error: OSError) -> str:
@@ -106,6 +108,25 @@ def stale_temporaries(folder) -> list[Path]:
     return stale
 
 
+def _renameat2(source: Path, path: Path, flags: int) -> None:
+    """Linux's ``renameat2(source, path, flags)``; EEXIST raises FileExistsError."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, "renameat2"):
+        raise OSError(errno.ENOSYS, "this C library has no renameat2", str(path))
+    at_cwd = -100
+    if libc.renameat2(at_cwd, os.fsencode(source), at_cwd, os.fsencode(path), flags) != 0:
+        code = ctypes.get_errno()
+        if code == errno.EEXIST:
+            raise FileExistsError(code, os.strerror(code), str(path))
+        raise OSError(code, os.strerror(code), str(path))
+
+
+def _rename_noreplace(source: Path, path: Path) -> None:
+    """Rename ``source`` (a file or a folder) to ``path`` unless ``path`` exists
+    (FileExistsError), atomically."""
+    _renameat2(source, path, _RENAME_NOREPLACE)
+
+
 def _publish_noreplace(tmp: Path, path: Path) -> None:
     """Move ``tmp`` to ``path`` unless ``path`` exists (FileExistsError), atomically."""
     try:
@@ -115,16 +136,73 @@ def _publish_noreplace(tmp: Path, path: Path) -> None:
     except OSError as error:
         if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
             raise
-        libc = ctypes.CDLL(None, use_errno=True)
-        if not hasattr(libc, "renameat2"):
-            raise
-        at_cwd = -100
-        if libc.renameat2(at_cwd, os.fsencode(tmp), at_cwd, os.fsencode(path),
-                          _RENAME_NOREPLACE) != 0:
-            code = ctypes.get_errno()
-            raise OSError(code, os.strerror(code), str(path)) from None
+        _rename_noreplace(tmp, path)
         return
     os.unlink(tmp)
+
+
+def _check_folder_target(path: Path, force: bool) -> None:
+    """Check that the folder ``path`` can be published (its parent is made if missing)."""
+    check_output_folder(path.parent, create=True)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{path}: expected a folder, found a file")
+    if path.exists() and not force:
+        raise OutputExistsError(f"{path} exists; pass --force to replace it")
+
+
+class atomic_folder:
+    """Context manager: a new temporary folder beside ``path`` (its path is the value),
+    published as ``path`` whole on success.
+
+    Without ``force`` an existing ``path`` is never replaced, also when it appears while the
+    folder is being filled; with ``force`` the old folder is replaced whole, and removed once
+    the new one is in place.  On an exception the temporary folder is removed and ``path`` is
+    left as it was -- except for an exception of a type in ``keep_on`` (a failed build, whose
+    logs are to be read), after which the temporary folder stays where it is (``self.tmp``).
+    A folder that cannot be published stays there too, and the error names it.
+
+    Raises
+    ------
+    OutputError, OutputExistsError
+    """
+
+    def __init__(self, path, force: bool = False, keep_on: tuple = ()):
+        self.path = Path(path)
+        self.force = force
+        self.keep_on = keep_on
+
+    def __enter__(self) -> Path:
+        _check_folder_target(self.path, self.force)
+        self.tmp = self.path.parent / f".{self.path.name}.{os.getpid()}{TEMP_SUFFIX}"
+        if self.tmp.exists():
+            shutil.rmtree(self.tmp)  # this process's own, from an earlier failed build
+        try:
+            self.tmp.mkdir()
+        except OSError as error:
+            raise OutputError(f"{self.path}: cannot write: {_reason(error)}") from None
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            if not issubclass(exc_type, self.keep_on):
+                shutil.rmtree(self.tmp, ignore_errors=True)
+            return False
+        try:
+            try:
+                _rename_noreplace(self.tmp, self.path)
+            except FileExistsError:
+                if not self.force:
+                    raise
+                # (Swapped in one step, so ``path`` is never missing; the old one is then removed.)
+                _renameat2(self.tmp, self.path, _RENAME_EXCHANGE)
+        except FileExistsError:
+            raise OutputExistsError(f"{self.path} was created while this output was written "
+                                    f"(kept in {self.tmp}); pass --force to replace it") from None
+        except OSError as error:
+            raise OutputError(f"{self.path}: cannot publish: {_reason(error)} (kept in "
+                              f"{self.tmp})") from None
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return False
 
 
 class atomic_output:

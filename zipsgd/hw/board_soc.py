@@ -249,7 +249,7 @@ def run_soc_synth(board: str, params: EngineParams2 = SOC_PARAMS, *, out_dir="bu
                                     "params", "main_ram_size")}
     summary.update({"build_seconds": round(time.monotonic() - started, 1),
                     "elaborate_seconds": round(written - started, 1),
-                    "bitstream": str(out / f"{SOC_TOP}.bit")})
+                    "bitstream": f"{SOC_TOP}.bit"})  # (in the summary's folder)
     write_summary(out, summary)
     if check:
         require_timing(summary, out)
