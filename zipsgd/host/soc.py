@@ -26,6 +26,7 @@ from ..spec.errors import ConfigError, LinkError
 from ..spec.registers import ENGINE_ID
 from ..spec.registers2 import ENGINE_VERSION2, MAP
 from ..spec.soc import DFII_SEL
+from .leveling import needs_read_leveling, read_leveling
 
 __all__ = ["BLOCK_WORDS", "dram_init", "upload", "engine_writes", "memory_run", "read_status",
            "read_model", "execute", "RUNNING", "Ops", "RemoteBus",
@@ -41,9 +42,11 @@ RUNNING = 1 << 5
 _CTRL_RUN = 1 << 3
 
 
-def dram_init(csrs: dict, init: Iterable[tuple], hardware_control: int) -> Ops:
-    """Replay the DRAM's init sequence through the DFII CSRs, then hand the DRAM to the
-    controller."""
+def dram_init(csrs: dict, init: Iterable[tuple], hardware_control: int,
+              phy: dict | None = None) -> Ops:
+    """Replay the DRAM's init sequence through the DFII CSRs, level the reads of a PHY that
+    needs it (``phy``, the SoC's ``soc.json`` ``phy``: :mod:`zipsgd.host.leveling`), then hand
+    the DRAM to the controller.  Returns the leveling's choice per byte lane (``[]``: none)."""
     for address, bank, control, command, delay in init:
         yield ("write", csrs["sdram_dfii_pi0_address"], address)
         yield ("write", csrs["sdram_dfii_pi0_baddress"], bank)
@@ -54,7 +57,11 @@ def dram_init(csrs: dict, init: Iterable[tuple], hardware_control: int) -> Ops:
             yield ("write", csrs["sdram_dfii_pi0_command_issue"], 1)
         if delay:
             yield ("wait", delay)
+    leveled = []
+    if phy is not None and needs_read_leveling(phy):
+        leveled = yield from read_leveling(csrs, phy)
     yield ("write", csrs["sdram_dfii_control"], hardware_control)
+    return leveled
 
 
 def upload(address: int, data: bytes) -> Ops:
@@ -330,10 +337,10 @@ def check_upload(address: int, data: bytes) -> Generator[tuple, int, None]:
 def run_soc_jobs(bus, facts: dict, params, jobs, initial_model,
                  progress=None) -> list[dict]:
     """Train ``jobs`` (``EpochJob2``) on the SoC behind ``bus`` (:func:`execute`'s bus) from
-    ``initial_model``: check the engine, init and check the DRAM, then per epoch upload its
-    stream (only when it differs from the one in DRAM), write its settings and run it from
-    DRAM.  ``facts`` is the SoC's ``soc.json`` (``csrs``, ``init``, ``main_ram_base``,
-    ``main_ram_size``, ``engine_base``).  One dict per epoch: ``status``, ``model_words``,
+    ``initial_model``: check the engine, init the DRAM (and level its reads), check it, then
+    per epoch upload its stream (only when it differs from the one in DRAM), write its
+    settings and run it from DRAM.  ``facts`` is the SoC's ``soc.json`` (``csrs``, ``init``,
+    ``main_ram_base``, ``main_ram_size``, ``engine_base``, ``phy``).  One dict per epoch: ``status``, ``model_words``,
     ``wall_s`` (the epoch's run) and ``upload_s`` (its upload, 0 when none).
 
     Raises
@@ -341,7 +348,8 @@ def run_soc_jobs(bus, facts: dict, params, jobs, initial_model,
     ConfigError
         A packed stream larger than the board's DRAM.
     LinkError
-        As :func:`check_engine` and :func:`check_dram`, or the bus fails.
+        As :func:`check_engine`, :func:`check_dram` and
+        :func:`~zipsgd.host.leveling.read_leveling`, or the bus fails.
     """
     base, ram = facts["engine_base"], facts["main_ram_base"]
     for job in jobs:
@@ -349,7 +357,7 @@ def run_soc_jobs(bus, facts: dict, params, jobs, initial_model,
             raise ConfigError(f"the packed stream is {job.payload.size} bytes; the board's DRAM "
                               f"holds {facts['main_ram_size']} (pack fewer samples or features)")
     execute(check_engine(base, params), bus)
-    execute(dram_init(facts["csrs"], facts["init"], DFII_SEL), bus)
+    execute(dram_init(facts["csrs"], facts["init"], DFII_SEL, facts.get("phy")), bus)
     execute(check_dram(ram), bus)
     model = MAP.register("MODEL_INDEX").offset, MAP.register("MODEL_DATA").offset
     execute(engine_writes(base, [(model[0], 0)] + [(model[1], int(w)) for w in initial_model]),

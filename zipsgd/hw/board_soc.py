@@ -30,7 +30,16 @@ from migen import Signal
 
 from ..spec.engine2 import EngineParams2
 from ..spec.errors import ConfigError
-from .soc import ENGINE_BASE, add_engine, csr_map, init_sequence, quiet_litex
+from .soc import (
+    ENGINE_BASE,
+    SIM_SDR16,
+    SimDram,
+    add_engine,
+    csr_map,
+    dram_phy,
+    init_sequence,
+    quiet_litex,
+)
 from .synth import (
     KEEP_REPLICAS,
     LUT_MAPPING,
@@ -62,7 +71,9 @@ class SocBoard:
     """A board the SoC is built for: its ``litex_boards`` target module, the keyword
     arguments of that target's ``BaseSoC``, its system clock, its DRAM and its bridges.
     ``serial`` names a resource list in the board's platform module that adds the UART pins
-    (a board with no USB serial bridge of its own)."""
+    (a board with no USB serial bridge of its own).  ``sim`` is the simulated SoC's DRAM
+    configuration that stands for the board's (its module's timings, its PHY's settings, its
+    clock), in which its bandwidth is measured (``python -m benchmarks dram``)."""
 
     name: str
     target: str
@@ -70,6 +81,7 @@ class SocBoard:
     clock_hz: float
     dram: str
     bridges: tuple
+    sim: SimDram
     serial: str | None = None
 
 
@@ -77,15 +89,18 @@ SOC_BOARDS = {
     "ulx3s-85f": SocBoard(
         "ulx3s-85f", "litex_boards.targets.radiona_ulx3s",
         (("device", "LFE5U-85F"), ("sdram_module_cls", "AS4C32M16")), 50e6,
-        "AS4C32M16 SDR SDRAM, 16 bits, 64 MiB", ("uart",)),
+        "AS4C32M16 SDR SDRAM, 16 bits, 64 MiB", ("uart",), SIM_SDR16),
     "orangecrab-85f": SocBoard(
         "orangecrab-85f", "litex_boards.targets.gsd_orangecrab",
         (("device", "85F"), ("revision", "0.2"), ("sdram_device", "MT41K64M16")), 48e6,
-        "MT41K64M16 DDR3, 16 bits, 128 MiB", ("uart",), serial="feather_serial"),
+        "MT41K64M16 DDR3, 16 bits, 128 MiB", ("uart",),
+        SimDram("orangecrab-85f", "MT41K64M16", "ecp5ddr3", 48_000_000),
+        serial="feather_serial"),
     "ecpix5-85": SocBoard(
         "ecpix5-85", "litex_boards.targets.lambdaconcept_ecpix5",
         (("device", "85F"), ("with_etherbone", True)), 50e6,
-        "MT41K256M16 DDR3, 16 bits, 512 MiB", ("uart", "etherbone")),
+        "MT41K256M16 DDR3, 16 bits, 512 MiB", ("uart", "etherbone"),
+        SimDram("ecpix5-85", "MT41K256M16", "ecp5ddr3", 50_000_000)),
 }
 
 
@@ -215,7 +230,7 @@ def write_board_soc(board: str, out_dir, params: EngineParams2 = SOC_PARAMS, *,
                         "max_batch": params.max_batch},
              "main_ram_base": ram.origin, "main_ram_size": ram.size,
              "engine_base": ENGINE_BASE, "csrs": csr_map(csr),
-             "init": [list(row) for row in init_sequence(soc)]}
+             "init": [list(row) for row in init_sequence(soc)], "phy": dram_phy(soc)}
     (out / "soc.json").write_text(json.dumps(facts, indent=1) + "\n")
     return facts
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from litedram import modules as litedram_modules
 from litedram.frontend.axi import LiteDRAMAXI2Native
 from litedram.init import get_sdram_phy_init_sequence
+from litedram.phy.ecp5ddrphy import ECP5DDRPHY
 from litedram.phy.model import SDRAMPHYModel
 from litex.build.generic_platform import Pins, Subsignal
 from litex.build.sim import SimPlatform
@@ -29,7 +30,7 @@ from litex.soc.integration.builder import Builder
 from litex.soc.integration.soc import SoCRegion
 from litex.soc.integration.soc_core import SoCCore
 from litex.soc.interconnect import axi, wishbone
-from migen import ClockDomain, ClockSignal, Instance, Module, ResetSignal, Signal
+from migen import ClockDomain, ClockSignal, Instance, Module, Record, ResetSignal, Signal
 
 from ..spec.engine2 import EngineParams2
 from ..spec.errors import ConfigError
@@ -37,14 +38,61 @@ from ..spec.registers import ADDR_WIDTH
 from ..spec.soc import DFII, DFII_SEL, ENGINE_BASE, MAIN_RAM_BASE
 from .v2.top import TOP_NAME2, export_verilog2
 
-__all__ = ["SocBuild", "sim_soc", "add_engine", "csr_map", "init_sequence", "quiet_litex",
-           "ENGINE_BASE", "MAIN_RAM_BASE", "SIM_TOP", "SIM_UART_TOP", "DFII_SEL"]
+__all__ = ["SocBuild", "SimDram", "SIM_SDR16", "sim_soc", "add_engine", "csr_map", "dram_phy",
+           "init_sequence", "quiet_litex", "ENGINE_BASE", "MAIN_RAM_BASE", "SIM_TOP", "SIM_UART_TOP", "DFII_SEL"]
 
 SIM_TOP = "zipsgd_soc"
 SIM_UART_TOP = "zipsgd_soc_uart"
 #: The simulated SDRAM (8 MiB, SDR, 16 bits): small, so the model's memory is small.
 SIM_SDRAM = "MT48LC4M16"
 SIM_CLOCK_HZ = 50_000_000
+#: Rows a simulated DDR3 module keeps (32 MiB at 8 banks x 1,024 columns x 16 bits; the
+#: fewest that still give the address its bit 10, DDR3's precharge-all): the model's memory
+#: stays small; the controller's timings and a sequential read's row changes are the module's
+#: own.
+SIM_DDR3_ROWS = 2048
+
+
+@dataclass(frozen=True)
+class SimDram:
+    """A DRAM configuration of the simulated SoC: LiteDRAM's controller and its PHY model
+    (``SDRAMPHYModel``) with ``module`` (a ``litedram.modules`` class), 16 bits wide, at
+    ``clock_hz``.  ``phy`` is ``"sdr"`` (LiteDRAM's SDR PHY's settings, 1:1) or ``"ecp5ddr3"``
+    (the ECP5 DDR3 PHY's own settings, 1:2: two DFI phases a cycle, its CAS latencies and read
+    pipeline); a DDR3 module keeps :data:`SIM_DDR3_ROWS` rows."""
+
+    name: str
+    module: str
+    phy: str
+    clock_hz: int
+
+    def make(self):
+        """The module and the PHY model."""
+        cls = getattr(litedram_modules, self.module)
+        if self.phy == "sdr":
+            module = cls(self.clock_hz, "1:1")
+            return module, SDRAMPHYModel(module=module, data_width=16, clk_freq=self.clock_hz)
+        cls = type(f"{self.module}_sim", (cls,), {"nrows": SIM_DDR3_ROWS})
+        module = cls(self.clock_hz, "1:2")
+        return module, SDRAMPHYModel(module=module, settings=_ecp5_ddr3_settings(self.clock_hz),
+                                     clk_freq=self.clock_hz)
+
+
+def _ecp5_ddr3_settings(clock_hz: float):
+    """The settings LiteDRAM's ECP5 DDR3 PHY gives itself at ``clock_hz`` for a 16-bit part
+    (the PHY made on stand-in pads, so they are its own; it is not in the design), as the
+    model's: it has no delay taps to level."""
+    pads = Record([("a", 13), ("ba", 3), ("ras_n", 1), ("cas_n", 1), ("we_n", 1),
+                   ("cs_n", 1), ("dm", 2), ("dq", 16), ("dqs_p", 2), ("clk_p", 1),
+                   ("cke", 1), ("odt", 1), ("reset_n", 1)])
+    settings = ECP5DDRPHY(pads, sys_clk_freq=clock_hz).settings
+    settings.phytype, settings.read_leveling = "SDRAMPHYModel", False
+    return settings
+
+
+#: The ULX3S's DRAM configuration (its AS4C32M16 is a 16-bit SDR SDRAM on the same controller);
+#: the SoC simulation's default.
+SIM_SDR16 = SimDram("sdr16", SIM_SDRAM, "sdr", SIM_CLOCK_HZ)
 
 
 @contextlib.contextmanager
@@ -76,6 +124,20 @@ class SocBuild:
     main_ram_base: int
     main_ram_size: int
     init: tuple
+    phy: dict
+
+
+def dram_phy(soc) -> dict:
+    """What the host needs of the SoC's DRAM PHY (``soc.json``'s ``phy``): its type, its data
+    widths and DFI phases, the phases of its read and write commands, and whether it needs read
+    leveling, with its read delay taps and bitslips (``zipsgd/host/leveling.py``)."""
+    s = soc.sdram.controller.settings.phy
+    leveling = bool(getattr(s, "read_leveling", False))
+    return {"type": s.phytype, "memtype": s.memtype, "databits": s.databits,
+            "dfi_databits": s.dfi_databits, "nphases": s.nphases, "rdphase": int(s.rdphase),
+            "wrphase": int(s.wrphase), "read_leveling": leveling,
+            "delays": int(getattr(s, "delays", 0)) if leveling else 0,
+            "bitslips": int(getattr(s, "bitslips", 0)) if leveling else 0}
 
 
 def _bits(text: str) -> int:
@@ -139,7 +201,8 @@ add_engine = _engine
 
 
 class _SimSoc(SoCCore):
-    def __init__(self, params: EngineParams2, bridge: str = "wishbone", baud: int = 0):
+    def __init__(self, params: EngineParams2, bridge: str = "wishbone", baud: int = 0,
+                 dram: SimDram = SIM_SDR16):
         if bridge == "wishbone":
             host_io = ("host", 0,
                        Subsignal("adr", Pins(30)), Subsignal("dat_w", Pins(32)),
@@ -152,11 +215,10 @@ class _SimSoc(SoCCore):
         io = [("sys_clk", 0, Pins(1)), ("sys_rst", 0, Pins(1)), ("irq", 0, Pins(1)), host_io]
         platform = SimPlatform("SIM", io)
         self.crg = _Crg(platform.request("sys_clk"), platform.request("sys_rst"))
-        SoCCore.__init__(self, platform, clk_freq=SIM_CLOCK_HZ, cpu_type=None,
+        SoCCore.__init__(self, platform, clk_freq=dram.clock_hz, cpu_type=None,
                          integrated_rom_size=0, integrated_sram_size=0, with_uart=False,
                          with_timer=False, with_ctrl=False, ident="")
-        module = getattr(litedram_modules, SIM_SDRAM)(SIM_CLOCK_HZ, "1:1")
-        self.sdrphy = SDRAMPHYModel(module=module, data_width=16, clk_freq=SIM_CLOCK_HZ)
+        module, self.sdrphy = dram.make()
         self.add_sdram("sdram", phy=self.sdrphy, module=module, l2_cache_size=0)
         if bridge == "wishbone":
             # The host's Wishbone master, on the top level's ports.
@@ -173,8 +235,10 @@ class _SimSoc(SoCCore):
         _engine(self, params)
 
 
-def sim_soc(params: EngineParams2, bridge: str = "wishbone", divisor: int = 16) -> SocBuild:
-    """The simulation SoC's Verilog with the engine's, and its CSR map.  Its top level
+def sim_soc(params: EngineParams2, bridge: str = "wishbone", divisor: int = 16,
+            dram: SimDram = SIM_SDR16) -> SocBuild:
+    """The simulation SoC's Verilog with the engine's, and its CSR map, with ``dram``'s DRAM
+    configuration.  Its top level
     (``zipsgd_soc``) has ``sys_clk``, ``sys_rst``, ``irq`` and the host's bridge: with
     ``bridge="wishbone"`` a Wishbone master's ``host_*`` ports; with ``bridge="uart"`` LiteX's
     UART bridge on ``serial_tx``/``serial_rx`` at ``divisor`` clock cycles a bit (top
@@ -184,7 +248,7 @@ def sim_soc(params: EngineParams2, bridge: str = "wishbone", divisor: int = 16) 
     if not (isinstance(divisor, int) and divisor >= 8):
         raise ConfigError(f"the UART bridge's divisor must be an integer >= 8, found {divisor!r}")
     with quiet_litex():
-        soc = _SimSoc(params, bridge, SIM_CLOCK_HZ // divisor)
+        soc = _SimSoc(params, bridge, dram.clock_hz // divisor, dram)
         top = SIM_TOP if bridge == "wishbone" else SIM_UART_TOP
         with tempfile.TemporaryDirectory(prefix="zipsgd-soc-") as tmp:
             builder = Builder(soc, output_dir=tmp, compile_software=False, compile_gateware=False,
@@ -200,4 +264,4 @@ def sim_soc(params: EngineParams2, bridge: str = "wishbone", divisor: int = 16) 
     engine = export_verilog2(params)[f"{TOP_NAME2}.v"]
     ram = soc.bus.regions["main_ram"]
     return SocBuild(soc_verilog + "\n" + engine, csr_map(csr), ram.origin, ram.size,
-                    init_sequence(soc))
+                    init_sequence(soc), dram_phy(soc))

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..hw.soc import DFII_SEL, ENGINE_BASE, SIM_CLOCK_HZ, SIM_TOP, SIM_UART_TOP, sim_soc
+from ..hw.soc import DFII_SEL, ENGINE_BASE, SIM_SDR16, SIM_TOP, SIM_UART_TOP, SimDram, sim_soc
 from ..spec.engine2 import EngineParams2
 from . import runner
 from .board_sim import pty_simulation
@@ -36,11 +36,12 @@ _PINS = {"clk": "sys_clk", "rst": "sys_rst", "rx": "serial_rx", "tx": "serial_tx
 _LITEX_WAIVERS = ("-Wno-COMBDLY", "-Wno-UNOPTFLAT")
 
 
-def run_soc(params: EngineParams2, runs: list[dict], report_dir=None, **kwargs) -> list[dict]:
-    """Build the SoC (cached by its Verilog's hash) and run ``runs`` as memory runs; returns
-    each run's ``beats``, ``epochs``, ``cycles`` (from CTRL.RUN to the run's end, as the host
-    saw it) and ``cycles_busy``."""
-    soc = sim_soc(params)
+def run_soc(params: EngineParams2, runs: list[dict], report_dir=None,
+            dram: SimDram = SIM_SDR16, **kwargs) -> list[dict]:
+    """Build the SoC with ``dram``'s DRAM configuration (cached by its Verilog's hash) and run
+    ``runs`` as memory runs; returns each run's ``beats``, ``epochs``, ``cycles`` (from
+    CTRL.RUN to the run's end, as the host saw it) and ``cycles_busy``."""
+    soc = sim_soc(params, dram=dram)
     spec = {"params": params.__dict__, "runs": runs, "csrs": soc.csrs,
             "init": [list(row) for row in soc.init], "main_ram_base": soc.main_ram_base,
             "engine_base": ENGINE_BASE, "dfii_sel": DFII_SEL}
@@ -80,9 +81,9 @@ def simulated_soc(params: EngineParams2, divisor: int = SIM_DIVISOR, build_root=
         The build fails, the simulation does not come up or it fails.
     """
     soc, built = _build_uart_soc(params, divisor, build_root)
-    facts = {"csrs": soc.csrs, "init": [list(row) for row in soc.init],
+    facts = {"csrs": soc.csrs, "init": [list(row) for row in soc.init], "phy": soc.phy,
              "main_ram_base": soc.main_ram_base, "main_ram_size": soc.main_ram_size,
-             "engine_base": ENGINE_BASE, "clock_hz": SIM_CLOCK_HZ,
-             "baud": SIM_CLOCK_HZ // divisor}
+             "engine_base": ENGINE_BASE, "clock_hz": SIM_SDR16.clock_hz,
+             "baud": SIM_SDR16.clock_hz // divisor}
     with pty_simulation(built, divisor, _PINS, start_timeout, sim_timeout) as path:
         yield path, facts

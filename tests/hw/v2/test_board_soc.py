@@ -59,6 +59,13 @@ def test_a_board_soc_holds_the_engine_the_dram_and_the_bridges(written):
     assert ("etherbone" in verilog) == (board == "ecpix5-85")
     if board != "ulx3s-85f":  # DDR3: the ECP5 PHY's read delays, for the host's leveling
         assert any(name.startswith("ddrphy_rdly_dq") for name in facts["csrs"])
+        assert facts["phy"] == {"type": "ECP5DDRPHY", "memtype": "DDR3", "databits": 16,
+                                "dfi_databits": 64, "nphases": 2, "rdphase": 0, "wrphase": 1,
+                                "read_leveling": True, "delays": 8, "bitslips": 4}
+        assert {"sdram_dfii_pi1_wrdata", "sdram_dfii_pi1_rddata", "ddrphy_burstdet_seen",
+                "ddrphy_dly_sel"} <= set(facts["csrs"])
+    else:
+        assert facts["phy"]["type"] == "GENSDRPHY" and not facts["phy"]["read_leveling"]
 
 
 def test_the_orangecrab_bridge_is_on_the_feather_header(written):
