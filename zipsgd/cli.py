@@ -308,7 +308,9 @@ def _add_train_options(p) -> None:
                         "board (--port, --soc) or simulated, through LiteX's UART bridge and "
                         "litex_server")
     p.add_argument("--port", help="the board's serial port (--backend board or soc), e.g. "
-                                  "/dev/ttyUSB0; no default")
+                                  "/dev/ttyUSB0; with --backend soc also udp, udp:IP or "
+                                  "udp:IP:PORT for the SoC's Etherbone bridge (ECPIX-5; the "
+                                  "address and port in its soc.json unless given); no default")
     p.add_argument("--baud", type=int, default=_RUN.baud,
                    help="the board's serial rate in bits per second, as its bitstream was built "
                         "(--backend board; the soc backend takes the SoC's from --soc)")

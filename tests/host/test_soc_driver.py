@@ -190,3 +190,41 @@ def test_an_upload_that_does_not_land_is_a_link_error():
     with pytest.raises(LinkError, match="the upload did not land: 0x40000004 reads 0x00000000, "
                                         "0x00000605 was written"):
         soc.execute(soc.check_upload(MAIN_RAM_BASE, bytes(range(1, 7))), Bus(reads=[0]))
+
+
+ETHERBONE = {"ip": "192.168.1.50", "port": 1234}
+
+
+@pytest.mark.parametrize(("link", "what", "options"), [
+    ("/dev/ttyUSB0", "/dev/ttyUSB0", ["--uart", "--uart-port", "/dev/ttyUSB0"]),
+    ("udp", "Etherbone 192.168.1.50:1234",
+     ["--udp", "--udp-ip", "192.168.1.50", "--udp-port", "1234"]),
+    ("udp:10.0.0.7", "Etherbone 10.0.0.7:1234",
+     ["--udp", "--udp-ip", "10.0.0.7", "--udp-port", "1234"]),
+    ("udp:10.0.0.7:4000", "Etherbone 10.0.0.7:4000",
+     ["--udp", "--udp-ip", "10.0.0.7", "--udp-port", "4000"]),
+])
+def test_a_link_is_a_serial_port_or_etherbone(link, what, options):
+    assert soc.parse_link(link, ETHERBONE) == (what, options)
+
+
+@pytest.mark.parametrize(("link", "etherbone", "message"), [
+    ("udp", None, "this SoC has no Etherbone bridge"),
+    ("udp:10.0.0", ETHERBONE, "expected udp, udp:IP or udp:IP:PORT"),
+    ("udp:10.0.0.7:0", ETHERBONE, "found --port udp:10.0.0.7:0"),
+    ("udp:10.0.0.7:1:2", ETHERBONE, "expected udp, udp:IP or udp:IP:PORT"),
+    ("udp:host.example:1234", ETHERBONE, "an IPv4 address"),
+])
+def test_a_bad_etherbone_link_is_named(link, etherbone, message):
+    with pytest.raises(ConfigError, match=message):
+        soc.parse_link(link, etherbone)
+
+
+def test_an_etherbone_board_that_does_not_answer_its_probe_is_a_link_error():
+    """litex_server --udp probes the board first (ten tries of a second); nothing answers at
+    a documentation address (TEST-NET-1), or it has no route here: either way the server
+    ends, and its last words are in the message."""
+    with pytest.raises(LinkError, match="litex_server on Etherbone 192.0.2.1:1234 ended at "
+                                        "once: .*(Unable to probe Etherbone server|unreachable)"):
+        with soc.litex_server("udp:192.0.2.1", 0, etherbone=ETHERBONE):
+            pass

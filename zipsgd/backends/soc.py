@@ -47,24 +47,25 @@ def load_soc_facts(path) -> dict:
 
 
 class SocBackend(Engine2Backend):
-    """A board programmed with the SoC's bitstream: its UART bridge on ``settings.port`` at the
-    rate in ``settings.soc`` (its ``soc.json``)."""
+    """A board programmed with the SoC's bitstream: its UART bridge on the serial port
+    ``settings.port`` at the rate in ``settings.soc`` (its ``soc.json``), or its Etherbone
+    bridge with ``settings.port`` ``udp[:IP[:PORT]]`` (``zipsgd.host.soc.parse_link``)."""
 
     name = "soc"
 
     def check(self, settings) -> None:
         super().check(settings)
         if not settings.port or not settings.soc:
-            raise ConfigError(f"the soc backend needs the serial port (--port) and the SoC's "
-                              f"soc.json (--soc), found --port {settings.port} and --soc "
-                              f"{settings.soc}")
+            raise ConfigError(f"the soc backend needs the link (--port: a serial port, or udp "
+                              f"for Etherbone) and the SoC's soc.json (--soc), found --port "
+                              f"{settings.port} and --soc {settings.soc}")
 
     def run_epochs(self, settings, params: EngineParams2, jobs: list[EpochJob2],
                    initial_model: np.ndarray,
                    progress: Callable[[int], None] | None = None) -> list[dict]:
         facts = load_soc_facts(settings.soc)
-        with litex_server(settings.port, facts["baud"]) as port, \
-                RemoteBus(port=port, clock_hz=facts["clock_hz"]) as bus:
+        link = litex_server(settings.port, facts["baud"], etherbone=facts.get("etherbone"))
+        with link as port, RemoteBus(port=port, clock_hz=facts["clock_hz"]) as bus:
             return run_soc_jobs(bus, facts, params, jobs, initial_model, progress)
 
 

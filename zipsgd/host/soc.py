@@ -29,9 +29,8 @@ from ..spec.soc import DFII_SEL
 from .leveling import needs_read_leveling, read_leveling
 
 __all__ = ["BLOCK_WORDS", "dram_init", "upload", "engine_writes", "memory_run", "read_status",
-           "read_model", "execute", "RUNNING", "Ops", "RemoteBus",
-           "litex_server", "BOARD_TIMEOUT_S", "check_engine", "check_dram", "check_upload",
-           "run_soc_jobs",
+           "read_model", "execute", "RUNNING", "Ops", "RemoteBus", "litex_server", "parse_link",
+           "BOARD_TIMEOUT_S", "check_engine", "check_dram", "check_upload", "run_soc_jobs",
            "DRAM_CHECK_WORDS"]
 
 Ops = Generator[tuple, int | None, None]
@@ -157,8 +156,8 @@ class _Client(RemoteClient):
         packet = super().receive_packet(sock, addr_size)
         if packet == 0:
             raise LinkError(f"the board did not answer within {sock.gettimeout():g} s "
-                            f"(is it programmed with the SoC's bitstream, and is the serial "
-                            f"port the right one?)")
+                            f"(is it programmed with the SoC's bitstream, and is the link, "
+                            f"its serial port or IP address, the right one?)")
         return packet
 
 
@@ -218,23 +217,62 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@contextlib.contextmanager
-def litex_server(serial_port: str, baud: int, *, start_timeout_s: float = 20.0):
-    """Run ``litex_server`` on ``serial_port`` at ``baud`` (LiteX's UART bridge) on a free
-    local TCP port, which it yields; stopped when the block ends.
+def parse_link(link: str, etherbone: dict | None = None) -> tuple[str, list[str]]:
+    """``(what, litex_server's options)`` for a link to a board: a serial device (LiteX's UART
+    bridge, at the rate given to :func:`litex_server`), or ``udp``/``udp:IP``/``udp:IP:PORT``
+    for Etherbone, whose address and port default to the SoC's (``etherbone``, ``soc.json``'s:
+    ``{"ip": ..., "port": ...}``).
 
     Raises
     ------
+    ConfigError
+        ``udp`` for a SoC with no Etherbone bridge, or a malformed address or port.
+    """
+    if link != "udp" and not link.startswith("udp:"):
+        return link, ["--uart", "--uart-port", link]
+    if etherbone is None:
+        raise ConfigError(f"expected a serial port: this SoC has no Etherbone bridge (its "
+                          f"soc.json has no etherbone entry), found --port {link}")
+    parts = link.split(":")[1:]
+    ip = parts[0] if parts and parts[0] else etherbone["ip"]
+    port = parts[1] if len(parts) > 1 else str(etherbone["port"])
+    try:
+        socket.inet_aton(ip)
+        valid = len(parts) <= 2 and ip.count(".") == 3 and port.isdigit() \
+            and 0 < int(port) < 65536
+    except OSError:
+        valid = False
+    if not valid:
+        raise ConfigError(f"expected udp, udp:IP or udp:IP:PORT (an IPv4 address, a port "
+                          f"1..65535), found --port {link}")
+    return f"Etherbone {ip}:{port}", ["--udp", "--udp-ip", ip, "--udp-port", port]
+
+
+@contextlib.contextmanager
+def litex_server(link: str, baud: int, *, etherbone: dict | None = None,
+                 start_timeout_s: float = 20.0):
+    """Run ``litex_server`` on ``link`` (:func:`parse_link`: a serial device at ``baud``, LiteX's
+    UART bridge, or ``udp[:IP[:PORT]]``, Etherbone) on a free local TCP port, which it yields;
+    stopped when the block ends.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`parse_link`.
     LinkError
         The server ends or does not listen within ``start_timeout_s`` (its last words are in
-        the message: a serial port that cannot be opened, say).
+        the message: a serial port that cannot be opened, a board that does not answer
+        Etherbone's probe).
     """
+    what, options = parse_link(link, etherbone)
+    if options[0] == "--uart":
+        options += ["--uart-baudrate", str(baud)]
     port = _free_port()
     # (Its words go to a file, which a pipe nobody reads while it serves could not be.)
     with tempfile.TemporaryFile("w+") as log:
         server = subprocess.Popen(
-            [sys.executable, "-m", "litex.tools.litex_server", "--uart", "--uart-port",
-             serial_port, "--uart-baudrate", str(baud), "--bind-port", str(port)],
+            [sys.executable, "-m", "litex.tools.litex_server", *options,
+             "--bind-port", str(port)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + start_timeout_s
@@ -242,16 +280,21 @@ def litex_server(serial_port: str, baud: int, *, start_timeout_s: float = 20.0):
                 if server.poll() is not None:
                     log.seek(0)
                     words = log.read().strip().splitlines()
-                    raise LinkError(f"litex_server on {serial_port} ended at once: "
+                    raise LinkError(f"litex_server on {what} ended at once: "
                                     f"{words[-1] if words else 'no message'}")
+                # (It listens before it opens the link, and greets a client once the link is
+                # open: Etherbone's probe of the board takes up to ten seconds.)
                 try:
-                    socket.create_connection(("localhost", port), timeout=0.5).close()
-                    break
+                    with socket.create_connection(("localhost", port), timeout=0.5) as probe:
+                        probe.settimeout(max(0.1, deadline - time.monotonic()))
+                        if probe.recv(256):
+                            break
                 except OSError:
-                    if time.monotonic() > deadline:
-                        raise LinkError(f"litex_server on {serial_port} did not listen within "
-                                        f"{start_timeout_s:g} s") from None
-                    time.sleep(0.1)
+                    pass
+                if time.monotonic() > deadline:
+                    raise LinkError(f"litex_server on {what} did not open the link within "
+                                    f"{start_timeout_s:g} s")
+                time.sleep(0.1)
             # (The probe connection above ends the server's first session; it serves the next.)
             yield port
         finally:

@@ -17,6 +17,7 @@ YoWASP tools and reports fmax and use as ``zipsgd synth`` does for the engine al
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import shlex
 import tempfile
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 from litex.soc.integration.builder import Builder
+from litex.soc.integration.soc import SoC
 from migen import Signal
 
 from ..spec.engine2 import EngineParams2
@@ -102,6 +104,13 @@ SOC_BOARDS = {
         "MT41K256M16 DDR3, 16 bits, 512 MiB", ("uart", "etherbone"),
         SimDram("ecpix5-85", "MT41K256M16", "ecp5ddr3", 50_000_000)),
 }
+
+
+def etherbone_address() -> dict:
+    """Where a board's Etherbone bridge answers: LiteX's ``add_etherbone`` defaults, which the
+    boards' targets keep (``soc.json``'s ``etherbone``: ``ip``, ``port``)."""
+    defaults = inspect.signature(SoC.add_etherbone).parameters
+    return {"ip": defaults["ip_address"].default, "port": defaults["udp_port"].default}
 
 
 def _board(board: str) -> SocBoard:
@@ -231,6 +240,8 @@ def write_board_soc(board: str, out_dir, params: EngineParams2 = SOC_PARAMS, *,
              "main_ram_base": ram.origin, "main_ram_size": ram.size,
              "engine_base": ENGINE_BASE, "csrs": csr_map(csr),
              "init": [list(row) for row in init_sequence(soc)], "phy": dram_phy(soc)}
+    if "etherbone" in spec.bridges:
+        facts["etherbone"] = etherbone_address()
     (out / "soc.json").write_text(json.dumps(facts, indent=1) + "\n")
     return facts
 
