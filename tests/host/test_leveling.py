@@ -38,7 +38,7 @@ class Ecp5ReadPath:
 
     def __init__(self, windows, deaf=()):
         self.windows, self.deaf = windows, set(deaf)
-        self.words = {a: 0 for a in CSRS.values()}
+        self.words = dict.fromkeys(CSRS.values(), 0)
         self.words.update({CSRS[f"sdram_dfii_pi{p}_{d}"] + 4: 0
                            for p in range(2) for d in ("wrdata", "rddata")})
         self.delay, self.bitslip = [0, 0], [0, 0]

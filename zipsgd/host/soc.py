@@ -383,8 +383,9 @@ def run_soc_jobs(bus, facts: dict, params, jobs, initial_model,
     ``initial_model``: check the engine, init the DRAM (and level its reads), check it, then
     per epoch upload its stream (only when it differs from the one in DRAM), write its
     settings and run it from DRAM.  ``facts`` is the SoC's ``soc.json`` (``csrs``, ``init``,
-    ``main_ram_base``, ``main_ram_size``, ``engine_base``, ``phy``).  One dict per epoch: ``status``, ``model_words``,
-    ``wall_s`` (the epoch's run) and ``upload_s`` (its upload, 0 when none).
+    ``main_ram_base``, ``main_ram_size``, ``engine_base``, ``phy``).  One dict per epoch:
+    ``status``, ``model_words``, ``wall_s`` (the epoch's run) and ``upload_s`` (its upload, 0
+    when none).
 
     Raises
     ------

@@ -39,7 +39,8 @@ from ..spec.soc import DFII, DFII_SEL, ENGINE_BASE, MAIN_RAM_BASE
 from .v2.top import TOP_NAME2, export_verilog2
 
 __all__ = ["SocBuild", "SimDram", "SIM_SDR16", "sim_soc", "add_engine", "csr_map", "dram_phy",
-           "init_sequence", "quiet_litex", "ENGINE_BASE", "MAIN_RAM_BASE", "SIM_TOP", "SIM_UART_TOP", "DFII_SEL"]
+           "init_sequence", "quiet_litex", "ENGINE_BASE", "MAIN_RAM_BASE", "SIM_TOP",
+           "SIM_UART_TOP", "DFII_SEL"]
 
 SIM_TOP = "zipsgd_soc"
 SIM_UART_TOP = "zipsgd_soc_uart"
