@@ -9,6 +9,7 @@
 #   make bench      run benchmarks/bench_*.py
 #   make soak       10 million beats of random configurations against the golden model
 #                   (log: build/soak/log.jsonl; SOAK_BEATS=, SOAK_SEED= to change)
+#   make soak2      the same for engine v2 through its registers and stream (build/soak2/)
 #   make coverage   Verilator line/toggle coverage of the engine (build/coverage/)
 #   make formal     prove the formal properties with yowasp-sby; broken variants must fail
 #   make lint       ruff check and the layer contracts (lint-imports; pyproject.toml)
@@ -32,7 +33,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PIP_NO_INPUT := 1
 
 .DEFAULT_GOAL := test
-.PHONY: venv .venv demo test test-slow fuzz bench formal soak coverage lint docs clean distclean
+.PHONY: venv .venv demo test test-slow fuzz bench formal soak soak2 coverage lint docs clean distclean
 
 venv .venv: $(STAMP)
 
@@ -71,6 +72,9 @@ SOAK_BEATS ?= 10000000
 SOAK_SEED  ?= 1
 soak: $(STAMP)
 	$(VPY) -m zipsgd.sim.soak --beats $(SOAK_BEATS) --seed $(SOAK_SEED) --summary build/soak/summary.json
+
+soak2: $(STAMP)
+	$(VPY) -m zipsgd.sim.soak2 --beats $(SOAK_BEATS) --seed $(SOAK_SEED) --summary build/soak2/summary.json
 
 coverage: $(STAMP)
 	$(VPY) -m zipsgd.sim.coverage -o build/coverage

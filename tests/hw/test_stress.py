@@ -15,7 +15,7 @@ import json
 import pytest
 
 from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
-from zipsgd.sim import runner, soak, stress
+from zipsgd.sim import runner, soak, soak2, stress
 from zipsgd.spec.engine import sim_params
 
 PARAMS = sim_params(64)
@@ -184,3 +184,45 @@ def test_resets_more_points(seed, tmp_path, sim_options):
     points = stress.reset_points(PARAMS, count=60, seed=seed)
     report = run_bench("resets_mid_stream", {"points": points}, tmp_path, sim_options)
     assert all(r["observed"] == r["kind"] for r in report)
+
+
+# -- engine v2's soak ----------------------------------------------------------------------------
+
+def test_soak2_configurations_replay_from_their_seed():
+    seeds = soak.plan_seeds(7, 300_000, soak2.SOAK2_PARAMS, soak2.SOAK2)
+    assert seeds == soak.plan_seeds(7, 300_000, soak2.SOAK2_PARAMS, soak2.SOAK2)
+    assert sum(soak2.run_beats2(soak2.soak_run2(s)) for s in seeds) >= 300_000
+    runs = [soak2.soak_run2(s) for s in soak.plan_seeds(1, 3_000_000, soak2.SOAK2_PARAMS,
+                                                         soak2.SOAK2)]
+    assert len({(r["encoding"], r["bits"]) for r in runs}) >= 10
+    assert {r["mode"] for r in runs} == {"delayed", "exact"}
+    assert {r["rounding"] for r in runs} == {"stochastic", "half_even", "truncate"}
+    assert {r["levels"] for r in runs} == {"uniform", "random", "optimal", "shared-optimal"}
+    assert any(r["idle"] for r in runs) and any(r["decay"] for r in runs)
+
+
+def test_soak2_summary_of_a_log(tmp_path):
+    run = soak2.soak_run2(3)
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in (
+        {"soak": {"master_seed": 2, "beats": 100}},
+        {"seed": 3, "run": run, "ok": True, "beats": 100, "cycles": 150, "wall_s": 1.0},
+        {"seed": 4, "run": run, "ok": False, "error": "model words differ"})))
+    summary = soak2.summarize_log2(log)
+    assert summary["configs"] == 1 and summary["beats"] == 100 and summary["cycles"] == 150
+    assert summary["mismatches"] == 1 and summary["failed_seeds"] == [4]
+    assert summary["level_tables"] == [run["levels"]]
+
+
+def test_soak2_smoke(tmp_path):
+    """Engine v2's soak on 5k beats: seeds logged, every configuration bit-exact."""
+    log = tmp_path / "log.jsonl"
+    out = io.StringIO()
+    summary = soak.soak(5_000, 3, log, chunk_beats=1_000_000, timeout_s=1800, out=out,
+                        target=soak2.SOAK2)
+    assert summary["mismatches"] == 0 and summary["beats"] >= 5_000, out.getvalue()
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entries[0]["soak"]["engine"] == "engine v2"
+    assert [e["seed"] for e in entries[1:]] == soak.plan_seeds(3, 5_000, soak2.SOAK2_PARAMS,
+                                                                  soak2.SOAK2)
+    assert all(e["ok"] for e in entries[1:])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import cocotb
 import numpy as np
@@ -33,6 +34,7 @@ from cocotbext.axi.constants import AxiResp
 from zipsgd.sim.axi_memory import DramRead
 from zipsgd.sim.core2_sim import prepare_run, random_fields, run_config
 from zipsgd.sim.runner import test_params
+from zipsgd.sim.soak2 import soak_run2
 from zipsgd.spec import registers2 as regs
 from zipsgd.spec.engine2 import EngineParams2, lane_plan
 from zipsgd.spec.registers import ENGINE_ID
@@ -162,6 +164,32 @@ async def engine2_matches_golden(dut):
     if path:
         with open(path, "w") as f:
             json.dump(report, f)
+
+
+@cocotb.test()
+async def soak2_runs(dut):
+    """The soak configurations of the given seeds (``zipsgd/sim/soak2.py``), each logged as it
+    ends; a mismatch is logged with its seed before the test fails."""
+    spec = test_params()
+    params = EngineParams2(**spec["params"])
+    soak = spec["soak"]
+    tb = TB2(dut, params)
+    await tb.reset()
+    with open(soak["log"], "a") as log:
+        for seed in soak["seeds"]:
+            run = soak_run2(seed, params)
+            started = time.perf_counter()
+            entry, epochs = {"seed": seed, "run": run}, []
+            try:
+                await _run(tb, run, epochs)
+            except AssertionError as error:
+                log.write(json.dumps({**entry, "ok": False, "error": str(error)[:2000]}) + "\n")
+                log.flush()
+                raise
+            log.write(json.dumps({**entry, "ok": True, "beats": sum(e["beats"] for e in epochs),
+                                  "cycles": sum(e["cycles_busy"] for e in epochs),
+                                  "wall_s": round(time.perf_counter() - started, 3)}) + "\n")
+            log.flush()
 
 
 async def _flags(tb: TB2) -> int:

@@ -20,6 +20,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +39,8 @@ from zipsgd.spec.engine import (
 from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.fixed import RoundingMode
 
-__all__ = ["SOAK_PARAMS", "soak_run", "run_beats", "plan_seeds", "main"]
+__all__ = ["SOAK_PARAMS", "SoakTarget", "V1", "soak_run", "run_beats", "plan_seeds", "soak",
+           "replay", "main"]
 
 #: The engine build of the soak: the test suite's W = 64 build (cached).
 SOAK_PARAMS = sim_params(64)
@@ -90,22 +93,39 @@ def run_beats(run: dict, params: EngineParams = SOAK_PARAMS) -> int:
     return per_sample * run["samples"] * run["epochs"]
 
 
-def plan_seeds(master: int, beats: int, params: EngineParams = SOAK_PARAMS) -> list[int]:
+@dataclass(frozen=True)
+class SoakTarget:
+    """What a soak runs: the engine's build (``params``), a configuration from its seed
+    (``make_run(seed, params)``), the beats a configuration streams (``beats(run, params)``),
+    and the simulation of a list of seeds that logs one JSON line per configuration
+    (``simulate(seeds, log, params, timeout_s)``); ``command`` runs it from the shell."""
+
+    name: str
+    params: object
+    make_run: Callable
+    beats: Callable
+    simulate: Callable
+    command: str
+
+
+def plan_seeds(master: int, beats: int, params=SOAK_PARAMS, target: SoakTarget | None = None
+               ) -> list[int]:
     """Configuration seeds drawn from ``master`` until their runs stream ``beats`` beats."""
+    target = target or V1
     rng = np.random.default_rng([master, 0x5EED])
     seeds, total = [], 0
     while total < beats:
         seed = int(rng.integers(1 << 31))
         seeds.append(seed)
-        total += run_beats(soak_run(seed, params), params)
+        total += target.beats(target.make_run(seed, params), params)
     return seeds
 
 
-def _chunks(seeds: list[int], chunk_beats: int, params: EngineParams):
+def _chunks(seeds: list[int], chunk_beats: int, params, target: SoakTarget):
     chunk, total = [], 0
     for seed in seeds:
         chunk.append(seed)
-        total += run_beats(soak_run(seed, params), params)
+        total += target.beats(target.make_run(seed, params), params)
         if total >= chunk_beats:
             yield chunk
             chunk, total = [], 0
@@ -131,6 +151,11 @@ def _simulate(seeds: list[int], log: Path, params: EngineParams, timeout_s: floa
                                        "soak": {"seeds": seeds, "log": str(log.resolve())}})
 
 
+#: Engine v1's soak (its engine, its configurations, ``zipsgd/sim/stress_bench.py``).
+V1 = SoakTarget("engine v1", SOAK_PARAMS, soak_run, run_beats, _simulate,
+                "python -m zipsgd.sim.soak")
+
+
 def _failure(seeds: list[int], log: Path) -> int:
     """The seed that failed: the first logged as failed, else the first not logged at all (a
     crash or timeout inside its run)."""
@@ -142,27 +167,31 @@ def _failure(seeds: list[int], log: Path) -> int:
 
 
 def soak(beats: int, master: int, log: Path, chunk_beats: int, timeout_s: float,
-         params: EngineParams = SOAK_PARAMS, out=sys.stdout) -> dict:
-    """Run the soak; returns the summary (``mismatches`` is 0 or 1: the soak stops at the
-    first failure, whose seed and replay command are printed)."""
+         params=None, out=sys.stdout, target: SoakTarget | None = None) -> dict:
+    """Run the soak of ``target`` (engine v1's unless given); returns the summary
+    (``mismatches`` is 0 or 1: the soak stops at the first failure, whose seed and replay
+    command are printed)."""
+    target = target or V1
+    params = target.params if params is None else params
     log.parent.mkdir(parents=True, exist_ok=True)
-    seeds = plan_seeds(master, beats, params)
+    seeds = plan_seeds(master, beats, params, target)
     with open(log, "a") as file:
         file.write(json.dumps({"soak": {"master_seed": master, "beats": beats,
                                         "configs": len(seeds), "params": params.__dict__,
+                                        "engine": target.name,
                                         "started": time.strftime("%Y-%m-%dT%H:%M:%S")}}) + "\n")
-    print(f"soak: master seed {master}, {len(seeds)} configurations, at least {beats} beats, "
-          f"log {log}", file=out, flush=True)
+    print(f"soak ({target.name}): master seed {master}, {len(seeds)} configurations, at least "
+          f"{beats} beats, log {log}", file=out, flush=True)
     started = time.monotonic()
     done: list[int] = []
     failed = None
-    for chunk in _chunks(seeds, chunk_beats, params):
+    for chunk in _chunks(seeds, chunk_beats, params, target):
         try:
-            _simulate(chunk, log, params, timeout_s)
+            target.simulate(chunk, log, params, timeout_s)
         except SimulationFailed as error:
             failed = _failure(chunk, log)
             print(f"soak: FAILED at configuration seed {failed}\n{str(error)[:3000]}", file=out)
-            print(f"replay: python -m zipsgd.sim.soak --replay {failed}", file=out, flush=True)
+            print(f"replay: {target.command} --replay {failed}", file=out, flush=True)
             done += chunk[:chunk.index(failed)]
             break
         done += chunk
@@ -170,12 +199,13 @@ def soak(beats: int, master: int, log: Path, chunk_beats: int, timeout_s: float,
         print(f"soak: {len(done)}/{len(seeds)} configurations, {so_far} beats, "
               f"{time.monotonic() - started:.0f} s", file=out, flush=True)
     entries = _entries(log, done)
-    summary = {"master_seed": master, "configs": len(entries),
-               "epochs": sum(soak_run(s, params)["epochs"] for s in entries),
+    summary = {"engine": target.name, "master_seed": master, "configs": len(entries),
+               "epochs": sum(target.make_run(s, params)["epochs"] for s in entries),
                "beats": sum(e["beats"] for e in entries.values()),
                "cycles": sum(e["cycles"] for e in entries.values()),
-               "frames_configs": sum(bool(e["frames"]) for e in entries.values()),
-               "idle_pattern_configs": sum(e["pattern"] is not None for e in entries.values()),
+               "frames_configs": sum(bool(e.get("frames")) for e in entries.values()),
+               "idle_pattern_configs": sum(e.get("pattern") is not None
+                                           for e in entries.values()),
                "wall_s": round(time.monotonic() - started, 1),
                "mismatches": 0 if failed is None else 1, "failed_seed": failed}
     print("soak: " + json.dumps(summary), file=out, flush=True)
@@ -207,13 +237,16 @@ def summarize_log(log: Path) -> dict:
             "failed_seeds": [e["seed"] for e in entries if not e["ok"]]}
 
 
-def replay(seed: int, log: Path, timeout_s: float, params: EngineParams = SOAK_PARAMS,
-           out=sys.stdout) -> int:
+def replay(seed: int, log: Path, timeout_s: float, params=None, out=sys.stdout,
+           target: SoakTarget | None = None) -> int:
     """Run configuration ``seed`` alone; 0 when it is bit-exact."""
+    target = target or V1
+    params = target.params if params is None else params
     log.parent.mkdir(parents=True, exist_ok=True)
-    print(f"replay: configuration seed {seed}: {json.dumps(soak_run(seed, params))}", file=out)
+    print(f"replay: configuration seed {seed}: {json.dumps(target.make_run(seed, params))}",
+          file=out)
     try:
-        _simulate([seed], log, params, timeout_s)
+        target.simulate([seed], log, params, timeout_s)
     except SimulationFailed as error:
         print(f"replay: FAILED\n{error}", file=out)
         return 1
@@ -221,13 +254,18 @@ def replay(seed: int, log: Path, timeout_s: float, params: EngineParams = SOAK_P
     return 0
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m zipsgd.sim.soak", description=__doc__,
+def main(argv=None, target: SoakTarget | None = None, summarize=None, doc: str = __doc__,
+         default_log: Path = DEFAULT_LOG) -> int:
+    """The command line of a soak (engine v1's unless ``target``; ``summarize(log)`` gives the
+    figures of its last soak)."""
+    target = target or V1
+    summarize = summarize or summarize_log
+    parser = argparse.ArgumentParser(prog=target.command, description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--beats", type=int, default=10_000_000, help="beats to stream at least")
     parser.add_argument("--seed", type=int, default=1, help="master seed of the soak")
     parser.add_argument("--replay", type=int, metavar="SEED", help="run one configuration")
-    parser.add_argument("--log", type=Path, default=DEFAULT_LOG, help="JSON lines log")
+    parser.add_argument("--log", type=Path, default=default_log, help="JSON lines log")
     parser.add_argument("--chunk-beats", type=int, default=1_000_000,
                         help="beats per simulator process")
     parser.add_argument("--timeout", type=float, default=float(
@@ -243,11 +281,12 @@ def main(argv=None) -> int:
         if args.summarize:
             if not args.log.is_file():
                 parser.exit(2, f"soak: expected a soak log at {args.log}, found none\n")
-            print(json.dumps(summarize_log(args.log), indent=1))
+            print(json.dumps(summarize(args.log), indent=1))
             return 0
         if args.replay is not None:
-            return replay(args.replay, args.log, args.timeout)
-        summary = soak(args.beats, args.seed, args.log, args.chunk_beats, args.timeout)
+            return replay(args.replay, args.log, args.timeout, target=target)
+        summary = soak(args.beats, args.seed, args.log, args.chunk_beats, args.timeout,
+                       target=target)
     except ConfigError as error:
         parser.exit(2, f"soak: {error}\n")
     if args.summary:
