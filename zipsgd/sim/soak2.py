@@ -30,7 +30,8 @@ from ..spec.errors import ConfigError
 from ..spec.stream import StreamLayout
 from . import runner
 from .core2_sim import run_config
-from .soak import SoakTarget, main as soak_main
+from .soak import SoakTarget
+from .soak import main as soak_main
 
 __all__ = ["SOAK2_PARAMS", "SOAK2", "soak_run2", "run_beats2", "summarize_log2", "main"]
 
