@@ -29,8 +29,20 @@ from litex.build.sim import SimPlatform
 from litex.soc.integration.builder import Builder
 from litex.soc.integration.soc import SoCRegion
 from litex.soc.integration.soc_core import SoCCore
-from litex.soc.interconnect import axi, wishbone
-from migen import ClockDomain, ClockSignal, Instance, Module, Record, ResetSignal, Signal
+from litex.soc.interconnect import axi, stream, wishbone
+from migen import (
+    Cat,
+    ClockDomain,
+    ClockSignal,
+    If,
+    Instance,
+    Module,
+    Mux,
+    Record,
+    Replicate,
+    ResetSignal,
+    Signal,
+)
 
 from ..spec.engine2 import EngineParams2
 from ..spec.errors import ConfigError
@@ -39,8 +51,8 @@ from ..spec.soc import DFII, DFII_SEL, ENGINE_BASE, MAIN_RAM_BASE
 from .v2.top import TOP_NAME2, export_verilog2
 
 __all__ = ["SocBuild", "SimDram", "SIM_SDR16", "sim_soc", "add_engine", "csr_map", "dram_phy",
-           "init_sequence", "quiet_litex", "ENGINE_BASE", "MAIN_RAM_BASE", "SIM_TOP",
-           "SIM_UART_TOP", "DFII_SEL"]
+           "init_sequence", "quiet_litex", "AxiReadUpConverter", "ENGINE_BASE", "MAIN_RAM_BASE",
+           "SIM_TOP", "SIM_UART_TOP", "DFII_SEL"]
 
 SIM_TOP = "zipsgd_soc"
 SIM_UART_TOP = "zipsgd_soc_uart"
@@ -160,14 +172,71 @@ class _Crg(Module):
         self.comb += [self.cd_sys.clk.eq(clk), self.cd_sys.rst.eq(rst)]
 
 
+class AxiReadUpConverter(Module):
+    """The read channels of a narrow AXI4 master (``narrow``) on a wider slave (``wide``), for
+    any burst: the burst's address aligned down to a wide beat, its length in wide beats, and
+    of the wide beats only the narrow beats the burst asked for (the halves before its address
+    in the first, after its end in the last are dropped), ``last`` on its last.  Each burst's
+    first position and length wait in a FIFO (``depth`` bursts outstanding), so bursts follow
+    each other with no idle cycle.  (LiteDRAM's port up-converter keeps one command in flight,
+    and LiteX's AXI converter assumes aligned bursts of whole wide beats.)  Writes are not
+    carried: the engine only reads."""
+
+    def __init__(self, narrow, wide, depth: int = 8):
+        ratio = len(wide.r.data) // len(narrow.r.data)
+        assert ratio > 1 and ratio * len(narrow.r.data) == len(wide.r.data)
+        shift = (len(narrow.r.data) // 8).bit_length() - 1     # log2 of a narrow beat's bytes
+        k = ratio.bit_length() - 1
+        info = stream.SyncFIFO([("start", k), ("count", 9)], depth)
+        self.submodules.info = info
+        first = Signal(k)
+        self.comb += [
+            first.eq(narrow.ar.addr[shift:shift + k]),
+            wide.ar.addr.eq(Cat(Replicate(0, shift + k), narrow.ar.addr[shift + k:])),
+            wide.ar.len.eq((first + narrow.ar.len) >> k),
+            wide.ar.size.eq(shift + k), wide.ar.burst.eq(narrow.ar.burst),
+            wide.ar.id.eq(narrow.ar.id),
+            wide.ar.valid.eq(narrow.ar.valid & info.sink.ready),
+            narrow.ar.ready.eq(wide.ar.ready & info.sink.ready),
+            info.sink.valid.eq(narrow.ar.valid & wide.ar.ready),
+            info.sink.start.eq(first), info.sink.count.eq(narrow.ar.len + 1),
+        ]
+        # The burst at the FIFO's head: ``fresh`` until its first beat leaves.
+        fresh, pos, left = Signal(reset=1), Signal(k), Signal(9)
+        at, remaining = Signal(k), Signal(9)
+        last_half, last_beat = Signal(), Signal()
+        self.comb += [
+            at.eq(Mux(fresh, info.source.start, pos)),
+            remaining.eq(Mux(fresh, info.source.count, left)),
+            last_beat.eq(remaining == 1), last_half.eq(at == ratio - 1),
+            narrow.r.valid.eq(info.source.valid & wide.r.valid),
+            narrow.r.data.eq(wide.r.data.part(at * len(narrow.r.data), len(narrow.r.data))),
+            narrow.r.resp.eq(wide.r.resp), narrow.r.id.eq(wide.r.id),
+            narrow.r.last.eq(last_beat),
+            wide.r.ready.eq(info.source.valid & narrow.r.ready & (last_half | last_beat)),
+            info.source.ready.eq(narrow.r.valid & narrow.r.ready & last_beat),
+        ]
+        self.sync += If(narrow.r.valid & narrow.r.ready,
+                        fresh.eq(last_beat), pos.eq(at + 1), left.eq(remaining - 1))
+
+
 def _engine(soc, params: EngineParams2) -> None:
-    """The engine: its AXI4 master on a LiteDRAM port, its AXI4-Lite registers on the bus."""
+    """The engine: its AXI4 master on a LiteDRAM port, its AXI4-Lite registers on the bus.  A
+    DRAM whose native word is wider than the engine's (DDR3 at 1:2: 128 bits) gets a port of
+    its own width behind :class:`AxiReadUpConverter`."""
     w = params.bus_width
     master = axi.AXIInterface(data_width=w, address_width=32, id_width=1)
-    port = soc.sdram.crossbar.get_port(data_width=w)
-    soc.submodules.engine_dram = LiteDRAMAXI2Native(master, port,
-                                                    base_address=soc.bus.regions["main_ram"]
-                                                    .origin)
+    native = soc.sdram.crossbar.controller.data_width
+    origin = soc.bus.regions["main_ram"].origin
+    if native > w:
+        wide = axi.AXIInterface(data_width=native, address_width=32, id_width=1)
+        soc.submodules.engine_upconverter = AxiReadUpConverter(master, wide)
+        soc.comb += [wide.aw.valid.eq(0), wide.w.valid.eq(0), wide.b.ready.eq(1)]
+        port = soc.sdram.crossbar.get_port(data_width=native)
+        soc.submodules.engine_dram = LiteDRAMAXI2Native(wide, port, base_address=origin)
+    else:
+        port = soc.sdram.crossbar.get_port(data_width=w)
+        soc.submodules.engine_dram = LiteDRAMAXI2Native(master, port, base_address=origin)
     regs = axi.AXILiteInterface(data_width=32, address_width=32)
     soc.bus.add_slave("zipsgd", regs, SoCRegion(origin=ENGINE_BASE, size=1 << ADDR_WIDTH,
                                                 cached=False))
