@@ -31,6 +31,7 @@ from litex.soc.integration.soc import SoCRegion
 from litex.soc.integration.soc_core import SoCCore
 from litex.soc.interconnect import axi, stream, wishbone
 from migen import (
+    Array,
     Cat,
     ClockDomain,
     ClockSignal,
@@ -205,12 +206,14 @@ class AxiReadUpConverter(Module):
         fresh, pos, left = Signal(reset=1), Signal(k), Signal(9)
         at, remaining = Signal(k), Signal(9)
         last_half, last_beat = Signal(), Signal()
+        n = len(narrow.r.data)
+        halves = [wide.r.data[i * n:(i + 1) * n] for i in range(ratio)]
         self.comb += [
             at.eq(Mux(fresh, info.source.start, pos)),
             remaining.eq(Mux(fresh, info.source.count, left)),
             last_beat.eq(remaining == 1), last_half.eq(at == ratio - 1),
             narrow.r.valid.eq(info.source.valid & wide.r.valid),
-            narrow.r.data.eq(wide.r.data.part(at * len(narrow.r.data), len(narrow.r.data))),
+            narrow.r.data.eq(Array(halves)[at]),
             narrow.r.resp.eq(wide.r.resp), narrow.r.id.eq(wide.r.id),
             narrow.r.last.eq(last_beat),
             wide.r.ready.eq(info.source.valid & narrow.r.ready & (last_half | last_beat)),
