@@ -27,7 +27,7 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 from litex.soc.integration.builder import Builder
-from litex.soc.integration.soc import SoC
+from litex.soc.integration.soc import LiteXSoC
 from migen import Signal
 
 from ..spec.engine2 import EngineParams2
@@ -109,7 +109,7 @@ SOC_BOARDS = {
 def etherbone_address() -> dict:
     """Where a board's Etherbone bridge answers: LiteX's ``add_etherbone`` defaults, which the
     boards' targets keep (``soc.json``'s ``etherbone``: ``ip``, ``port``)."""
-    defaults = inspect.signature(SoC.add_etherbone).parameters
+    defaults = inspect.signature(LiteXSoC.add_etherbone).parameters
     return {"ip": defaults["ip_address"].default, "port": defaults["udp_port"].default}
 
 

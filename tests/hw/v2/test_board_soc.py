@@ -57,6 +57,10 @@ def test_a_board_soc_holds_the_engine_the_dram_and_the_bridges(written):
     assert re.search(r"(?m)^zipsgd_engine2 zipsgd_engine2\($", verilog)
     assert "uartbone" in verilog
     assert ("etherbone" in verilog) == (board == "ecpix5-85")
+    if board == "ecpix5-85":  # where the host's --port udp reaches it
+        assert facts["etherbone"] == {"ip": "192.168.1.50", "port": 1234}
+    else:
+        assert "etherbone" not in facts
     if board != "ulx3s-85f":  # DDR3: the ECP5 PHY's read delays, for the host's leveling
         assert any(name.startswith("ddrphy_rdly_dq") for name in facts["csrs"])
         assert facts["phy"] == {"type": "ECP5DDRPHY", "memtype": "DDR3", "databits": 16,
