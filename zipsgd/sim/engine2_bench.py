@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import cocotb
 import numpy as np
@@ -34,6 +33,7 @@ from cocotbext.axi.constants import AxiResp
 from zipsgd.sim.axi_memory import DramRead
 from zipsgd.sim.core2_sim import prepare_run, random_fields, run_config
 from zipsgd.sim.runner import test_params
+from zipsgd.sim.soak import logged_run
 from zipsgd.sim.soak2 import soak_run2
 from zipsgd.spec import registers2 as regs
 from zipsgd.spec.engine2 import EngineParams2, lane_plan
@@ -177,19 +177,12 @@ async def soak2_runs(dut):
     await tb.reset()
     with open(soak["log"], "a") as log:
         for seed in soak["seeds"]:
-            run = soak_run2(seed, params)
-            started = time.perf_counter()
-            entry, epochs = {"seed": seed, "run": run}, []
-            try:
+            run, epochs = soak_run2(seed, params), []
+
+            async def one(run=run, epochs=epochs):
                 await _run(tb, run, epochs)
-            except AssertionError as error:
-                log.write(json.dumps({**entry, "ok": False, "error": str(error)[:2000]}) + "\n")
-                log.flush()
-                raise
-            log.write(json.dumps({**entry, "ok": True, "beats": sum(e["beats"] for e in epochs),
-                                  "cycles": sum(e["cycles_busy"] for e in epochs),
-                                  "wall_s": round(time.perf_counter() - started, 3)}) + "\n")
-            log.flush()
+                return epochs
+            await logged_run(log, {"seed": seed, "run": run}, one())
 
 
 async def _flags(tb: TB2) -> int:

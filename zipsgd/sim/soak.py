@@ -40,7 +40,7 @@ from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.fixed import RoundingMode
 
 __all__ = ["SOAK_PARAMS", "SoakTarget", "V1", "soak_run", "run_beats", "plan_seeds", "soak",
-           "replay", "main"]
+           "replay", "last_soak", "logged_run", "main"]
 
 #: The engine build of the soak: the test suite's W = 64 build (cached).
 SOAK_PARAMS = sim_params(64)
@@ -212,9 +212,8 @@ def soak(beats: int, master: int, log: Path, chunk_beats: int, timeout_s: float,
     return summary
 
 
-def summarize_log(log: Path) -> dict:
-    """Figures of the last soak in ``log`` (the entries after its last header), also when the
-    soak was stopped before its budget."""
+def last_soak(log: Path) -> tuple[dict | None, list[dict]]:
+    """The header and the entries of the last soak in ``log``."""
     header, entries = None, []
     for line in log.read_text().splitlines():
         entry = json.loads(line)
@@ -222,6 +221,30 @@ def summarize_log(log: Path) -> dict:
             header, entries = entry["soak"], []
         else:
             entries.append(entry)
+    return header, entries
+
+
+async def logged_run(log, entry: dict, run) -> None:
+    """Await ``run`` (a bench's run of one configuration, returning its epochs' ``beats`` and
+    ``cycles_busy``) and append ``entry`` with its result to the open ``log``; a mismatch
+    (AssertionError) is logged before it is raised."""
+    started = time.perf_counter()
+    try:
+        epochs = await run
+    except AssertionError as error:
+        log.write(json.dumps({**entry, "ok": False, "error": str(error)[:2000]}) + "\n")
+        log.flush()
+        raise
+    log.write(json.dumps({**entry, "ok": True, "beats": sum(e["beats"] for e in epochs),
+                          "cycles": sum(e["cycles_busy"] for e in epochs),
+                          "wall_s": round(time.perf_counter() - started, 3)}) + "\n")
+    log.flush()
+
+
+def summarize_log(log: Path) -> dict:
+    """Figures of the last soak in ``log`` (the entries after its last header), also when the
+    soak was stopped before its budget."""
+    header, entries = last_soak(log)
     done = [e for e in entries if e["ok"]]
     configs = [RunConfig(**e["config"]) for e in done]
     return {"master_seed": header and header["master_seed"],

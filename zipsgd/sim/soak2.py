@@ -18,7 +18,6 @@ engine v1's (``zipsgd/sim/soak.py``); the cocotb side is ``soak2_runs`` in
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from ..spec.errors import ConfigError
 from ..spec.stream import StreamLayout
 from . import runner
 from .core2_sim import run_config
-from .soak import SoakTarget
+from .soak import SoakTarget, last_soak
 from .soak import main as soak_main
 
 __all__ = ["SOAK2_PARAMS", "SOAK2", "soak_run2", "run_beats2", "summarize_log2", "main"]
@@ -103,13 +102,7 @@ SOAK2 = SoakTarget("engine v2", SOAK2_PARAMS, soak_run2, run_beats2, _simulate2,
 def summarize_log2(log: Path) -> dict:
     """Figures of the last soak in ``log`` (the entries after its last header), also when the
     soak was stopped before its budget."""
-    header, entries = None, []
-    for line in log.read_text().splitlines():
-        entry = json.loads(line)
-        if "soak" in entry:
-            header, entries = entry["soak"], []
-        else:
-            entries.append(entry)
+    header, entries = last_soak(log)
     done = [e for e in entries if e["ok"]]
     runs = [e["run"] for e in done]
     return {"master_seed": header and header["master_seed"],

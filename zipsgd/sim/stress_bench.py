@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import cocotb
 import numpy as np
@@ -32,7 +31,7 @@ from zipsgd.sim.engine_bench import (
     train_runs,
 )
 from zipsgd.sim.runner import test_params
-from zipsgd.sim.soak import soak_run
+from zipsgd.sim.soak import logged_run, soak_run
 from zipsgd.sim.stress import make_pattern
 from zipsgd.spec import registers as regs
 from zipsgd.spec.engine import EngineParams, RunConfig
@@ -320,17 +319,7 @@ async def soak_runs(dut):
     with open(soak["log"], "a") as log:
         for seed in soak["seeds"]:
             run = soak_run(seed, params)
-            started = time.perf_counter()
             entry = {"seed": seed, "config": run["config"], "samples": run["samples"],
                      "epochs": run["epochs"], "pattern": run.get("pattern"),
                      "frames": run.get("frames", False)}
-            try:
-                epochs = await train_runs(tb, params, [run])
-            except AssertionError as error:
-                log.write(json.dumps({**entry, "ok": False, "error": str(error)[:2000]}) + "\n")
-                log.flush()
-                raise
-            log.write(json.dumps({**entry, "ok": True, "beats": sum(e["beats"] for e in epochs),
-                                  "cycles": sum(e["cycles_busy"] for e in epochs),
-                                  "wall_s": round(time.perf_counter() - started, 3)}) + "\n")
-            log.flush()
+            await logged_run(log, entry, train_runs(tb, params, [run]))
