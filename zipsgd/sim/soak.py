@@ -40,7 +40,7 @@ from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.fixed import RoundingMode
 
 __all__ = ["SOAK_PARAMS", "SoakTarget", "V1", "soak_run", "run_beats", "plan_seeds", "soak",
-           "replay", "last_soak", "logged_run", "main"]
+           "replay", "last_soak", "logged_run", "bench_simulator", "main"]
 
 #: The engine build of the soak: the test suite's W = 64 build (cached).
 SOAK_PARAMS = sim_params(64)
@@ -144,15 +144,21 @@ def _entries(log: Path, seeds: list[int]) -> dict[int, dict]:
     return out
 
 
-def _simulate(seeds: list[int], log: Path, params: EngineParams, timeout_s: float):
-    runner.build_and_test(ZipsgdEngine(params), TOP_NAME, "zipsgd.sim.stress_bench",
-                          testcase="soak_runs", timeout_s=timeout_s,
-                          test_params={"params": params.__dict__,
-                                       "soak": {"seeds": seeds, "log": str(log.resolve())}})
+def bench_simulator(make_top: Callable, top_name: str, bench: str, testcase: str) -> Callable:
+    """A :class:`SoakTarget`'s ``simulate``: the engine ``make_top(params)`` built (cached)
+    and the cocotb test ``testcase`` of module ``bench`` run on the seeds, logging to ``log``."""
+    def simulate(seeds: list[int], log: Path, params, timeout_s: float):
+        runner.build_and_test(make_top(params), top_name, bench, testcase=testcase,
+                              timeout_s=timeout_s,
+                              test_params={"params": params.__dict__,
+                                           "soak": {"seeds": seeds,
+                                                    "log": str(log.resolve())}})
+    return simulate
 
 
 #: Engine v1's soak (its engine, its configurations, ``zipsgd/sim/stress_bench.py``).
-V1 = SoakTarget("engine v1", SOAK_PARAMS, soak_run, run_beats, _simulate,
+V1 = SoakTarget("engine v1", SOAK_PARAMS, soak_run, run_beats,
+                bench_simulator(ZipsgdEngine, TOP_NAME, "zipsgd.sim.stress_bench", "soak_runs"),
                 "python -m zipsgd.sim.soak")
 
 

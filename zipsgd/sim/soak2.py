@@ -27,9 +27,8 @@ from ..hw.v2.top import TOP_NAME2, ZipsgdEngine2
 from ..spec.engine2 import EngineParams2, lane_plan
 from ..spec.errors import ConfigError
 from ..spec.stream import StreamLayout
-from . import runner
 from .core2_sim import run_config
-from .soak import SoakTarget, last_soak
+from .soak import SoakTarget, bench_simulator, last_soak
 from .soak import main as soak_main
 
 __all__ = ["SOAK2_PARAMS", "SOAK2", "soak_run2", "run_beats2", "summarize_log2", "main"]
@@ -87,15 +86,10 @@ def run_beats2(run: dict, params: EngineParams2 = SOAK2_PARAMS) -> int:
     return layout.stream_beats(run["n"], run["samples"]) * run["epochs"]
 
 
-def _simulate2(seeds: list[int], log: Path, params: EngineParams2, timeout_s: float):
-    runner.build_and_test(ZipsgdEngine2(params), TOP_NAME2, "zipsgd.sim.engine2_bench",
-                          testcase="soak2_runs", timeout_s=timeout_s,
-                          test_params={"params": params.__dict__,
-                                       "soak": {"seeds": seeds, "log": str(log.resolve())}})
-
-
 #: Engine v2's soak.
-SOAK2 = SoakTarget("engine v2", SOAK2_PARAMS, soak_run2, run_beats2, _simulate2,
+SOAK2 = SoakTarget("engine v2", SOAK2_PARAMS, soak_run2, run_beats2,
+                   bench_simulator(ZipsgdEngine2, TOP_NAME2, "zipsgd.sim.engine2_bench",
+                                   "soak2_runs"),
                    "python -m zipsgd.sim.soak2")
 
 
