@@ -39,7 +39,7 @@ from .host.regmap_export import FORMATS, export_registers
 from .host.scaling import Scaler
 from .host.step_size import AUTO
 from .host.study import run_convergence_study, run_demo
-from .host.study_levels import LEVEL_DATASETS, run_levels_study
+from .host.study_levels import DEFAULT_SEEDS, LEVEL_DATASETS, run_levels_study
 from .host.time_to_accuracy import (
     format_table,
     plot_curves,
@@ -502,7 +502,7 @@ def _add_levels_study(which) -> None:
                    help="interval-index bits b")
     v.add_argument("--epochs", type=int, default=None,
                    help="epochs of every data set (none given: each data set's own)")
-    v.add_argument("--seeds", type=int, default=3,
+    v.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
                    help="quantization seeds whose final losses are averaged")
     v.add_argument("--rows", type=int, default=None,
                    help="keep only the first rows of every data set (a quick run)")

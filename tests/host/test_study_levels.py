@@ -13,6 +13,7 @@ from tests.test_cli import assert_bad_input, run
 from zipsgd.host.datasets import open_source
 from zipsgd.host.study_levels import (
     ALPHA_GRID,
+    NOISE_SIGMAS,
     ORDER_SEED,
     _entry,
     _goal,
@@ -70,10 +71,11 @@ def test_smallest_bits_needs_every_larger_b_within_the_target():
 
 
 def test_goal():
-    def result(real, uniform, optimal, losses):
+    def result(real, uniform, optimal, losses, se=(0.0, 0.0)):
         return {"dataset": f"d{uniform}{optimal}", "real": real, "uniform_bits": uniform,
                 "optimal_bits": optimal,
-                "rows": [{"bits": 1, "uniform_loss": losses[0], "optimal_loss": losses[1]}]}
+                "rows": [{"bits": 1, "uniform_loss": losses[0], "optimal_loss": losses[1],
+                          "uniform_loss_se": se[0], "optimal_loss_se": se[1]}]}
 
     goal = _goal([result(True, 3, 2, (1, 1)), result(True, 6, 4, (1, 0.9)),
                   result(False, 6, 2, (1, 1))])
@@ -81,7 +83,22 @@ def test_goal():
     assert goal["never_worse_met"]
     goal = _goal([result(True, 3, 3, (1, 1.1)), result(True, None, 2, (1, 1))])
     assert not goal["fewer_bits_met"] and goal["worse"] == [
-        {"dataset": "d33", "bits": 1, "gap": pytest.approx(0.1)}]
+        {"dataset": "d33", "bits": 1, "gap": pytest.approx(0.1), "sigmas": float("inf")}]
+
+
+def test_worse_means_beyond_the_seed_noise():
+    """A higher mean final loss is worse only beyond NOISE_SIGMAS standard errors of the
+    difference: 0.03 and 0.04 make 0.05, so a gap of 0.09 is 1.8 of them (not worse) and 0.11 is
+    2.2 (worse)."""
+    row = {"bits": 2, "uniform_loss": 1.0, "uniform_loss_se": 0.03, "optimal_loss_se": 0.04}
+    assert NOISE_SIGMAS == 2
+    for gap, worse in ((0.09, False), (0.11, True), (-0.5, False)):
+        result = {"dataset": "d", "real": True, "uniform_bits": 2, "optimal_bits": 2,
+                  "rows": [row | {"optimal_loss": 1.0 + gap}]}
+        found = _goal([result])["worse"]
+        assert bool(found) == worse
+        if worse:
+            assert found[0]["sigmas"] == pytest.approx(2.2)
 
 
 def test_cli_refuses_bad_arguments(tmp_path, capsys):
