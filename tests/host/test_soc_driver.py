@@ -220,6 +220,13 @@ def test_a_bad_etherbone_link_is_named(link, etherbone, message):
         soc.parse_link(link, etherbone)
 
 
+def test_a_write_record_carries_what_the_link_takes():
+    assert soc.link_max_words("/dev/ttyUSB0", ETHERBONE) == soc.BLOCK_WORDS == 255
+    assert soc.link_max_words("udp", ETHERBONE | {"max_words": 16}) == 16
+    with pytest.raises(ConfigError, match="etherbone entry with max_words .*build the SoC again"):
+        soc.link_max_words("udp:10.0.0.7", ETHERBONE)
+
+
 def test_an_etherbone_board_that_does_not_answer_its_probe_is_a_link_error():
     """litex_server --udp probes the board first (ten tries of a second); nothing answers at
     a documentation address (TEST-NET-1), or it has no route here: either way the server

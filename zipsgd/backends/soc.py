@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..host.backend import Engine2Backend, EpochJob2
-from ..host.soc import RemoteBus, litex_server, run_soc_jobs
+from ..host.soc import RemoteBus, link_max_words, litex_server, run_soc_jobs
 from ..sim.soc_sim import simulated_soc
 from ..spec.engine2 import EngineParams2
 from ..spec.errors import ConfigError
@@ -64,21 +64,27 @@ class SocBackend(Engine2Backend):
                    initial_model: np.ndarray,
                    progress: Callable[[int], None] | None = None) -> list[dict]:
         facts = load_soc_facts(settings.soc)
+        words = link_max_words(settings.port, facts.get("etherbone"))
         link = litex_server(settings.port, facts["baud"], etherbone=facts.get("etherbone"))
-        with link as port, RemoteBus(port=port, clock_hz=facts["clock_hz"]) as bus:
+        with link as port, RemoteBus(port=port, clock_hz=facts["clock_hz"],
+                                     max_words=words) as bus:
             return run_soc_jobs(bus, facts, params, jobs, initial_model, progress)
 
 
 class SocSimBackend(Engine2Backend):
-    """The SoC (LiteDRAM with its SDRAM model, the engine, the UART bridge) simulated by
-    Verilator, its serial lines on a pseudo-terminal that ``litex_server`` opens."""
+    """The SoC (LiteDRAM with its SDRAM model, the engine, the host bridge) simulated by
+    Verilator: by default its UART bridge, its serial lines on a pseudo-terminal that
+    ``litex_server`` opens; with :attr:`bridge` ``"etherbone"``, its Etherbone bridge on a
+    simulated wire (``zipsgd/sim/eth_pump.py``; ``litex_server`` then needs ``SO_REUSEADDR``)."""
 
     name = "soc-sim"
+    bridge = "uart"
 
     def run_epochs(self, settings, params: EngineParams2, jobs: list[EpochJob2],
                    initial_model: np.ndarray,
                    progress: Callable[[int], None] | None = None) -> list[dict]:
-        with simulated_soc(params) as (path, facts), \
-                litex_server(path, facts["baud"]) as port, \
-                RemoteBus(port=port, clock_hz=facts["clock_hz"], timeout_s=SIM_TIMEOUT_S) as bus:
+        with simulated_soc(params, bridge=self.bridge) as (link, facts), \
+                litex_server(link, facts["baud"], etherbone=facts.get("etherbone")) as port, \
+                RemoteBus(port=port, clock_hz=facts["clock_hz"], timeout_s=SIM_TIMEOUT_S,
+                          max_words=link_max_words(link, facts.get("etherbone"))) as bus:
             return run_soc_jobs(bus, facts, params, jobs, initial_model, progress)

@@ -31,10 +31,11 @@ from .leveling import needs_read_leveling, read_leveling
 __all__ = ["BLOCK_WORDS", "dram_init", "upload", "engine_writes", "memory_run", "read_status",
            "read_model", "execute", "RUNNING", "Ops", "RemoteBus", "litex_server", "parse_link",
            "BOARD_TIMEOUT_S", "check_engine", "check_dram", "check_upload", "run_soc_jobs",
-           "DRAM_CHECK_WORDS"]
+           "DRAM_CHECK_WORDS", "link_max_words"]
 
 Ops = Generator[tuple, int | None, None]
-#: Words of one upload block: LiteX's bridges carry at most 255 words a record.
+#: Words of one upload block: LiteX's UART bridge carries at most 255 words a record (an
+#: Etherbone bridge fewer: its ``max_words``, :func:`link_max_words`; ``RemoteBus`` splits).
 BLOCK_WORDS = 255
 #: STATUS.RUNNING.
 RUNNING = 1 << 5
@@ -163,8 +164,8 @@ class _Client(RemoteClient):
 
 class RemoteBus:
     """The SoC's bus through ``litex_server`` at ``host:port`` (LiteX's ``RemoteClient``):
-    ``read``, ``write``, ``write_block`` (one record) and ``wait`` (the SoC's clock cycles
-    at ``clock_hz``, slept).
+    ``read``, ``write``, ``write_block`` (records of at most ``max_words`` words: the link's,
+    :func:`link_max_words`) and ``wait`` (the SoC's clock cycles at ``clock_hz``, slept).
 
     Raises
     ------
@@ -173,8 +174,9 @@ class RemoteBus:
     """
 
     def __init__(self, host: str = "localhost", port: int = 1234, *, clock_hz: float = 50e6,
-                 timeout_s: float = BOARD_TIMEOUT_S):
+                 timeout_s: float = BOARD_TIMEOUT_S, max_words: int = BLOCK_WORDS):
         self.clock_hz = clock_hz
+        self.max_words = max_words
         self.client = _Client(host=host, port=port, csr_csv=None)
         try:
             self.client.open()
@@ -193,8 +195,10 @@ class RemoteBus:
         self.write_block(address, [value])
 
     def write_block(self, address: int, words: list[int]) -> None:
+        words = list(words)
         try:
-            self.client.write(address, list(words))
+            for k in range(0, len(words), self.max_words):
+                self.client.write(address + 4 * k, words[k:k + self.max_words])
         except OSError as error:
             raise LinkError(f"the link to litex_server broke ({error})") from None
 
@@ -246,6 +250,27 @@ def parse_link(link: str, etherbone: dict | None = None) -> tuple[str, list[str]
         raise ConfigError(f"expected udp, udp:IP or udp:IP:PORT (an IPv4 address, a port "
                           f"1..65535), found --port {link}")
     return f"Etherbone {ip}:{port}", ["--udp", "--udp-ip", ip, "--udp-port", port]
+
+
+def link_max_words(link: str, etherbone: dict | None = None) -> int:
+    """The most words one write record may carry on ``link`` (:func:`parse_link`): 255 on the
+    UART bridge, the Etherbone bridge's ``max_words`` (``soc.json``'s ``etherbone``).
+
+    Raises
+    ------
+    ConfigError
+        As :func:`parse_link`; or an ``etherbone`` entry without ``max_words`` (a ``soc.json``
+        written before it was recorded: build the SoC again).
+    """
+    what, options = parse_link(link, etherbone)
+    if options[0] == "--uart":
+        return BLOCK_WORDS
+    words = etherbone.get("max_words")
+    if not (isinstance(words, int) and 1 <= words <= BLOCK_WORDS):
+        raise ConfigError(f"expected soc.json's etherbone entry with max_words (1..{BLOCK_WORDS}"
+                          f", the words a write record carries), found {etherbone!r}: build "
+                          f"the SoC again")
+    return words
 
 
 @contextlib.contextmanager

@@ -17,7 +17,6 @@ YoWASP tools and reports fmax and use as ``zipsgd synth`` does for the engine al
 from __future__ import annotations
 
 import importlib
-import inspect
 import json
 import shlex
 import tempfile
@@ -27,7 +26,6 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 from litex.soc.integration.builder import Builder
-from litex.soc.integration.soc import LiteXSoC
 from migen import Signal
 
 from ..spec.engine2 import EngineParams2
@@ -39,6 +37,7 @@ from .soc import (
     add_engine,
     csr_map,
     dram_phy,
+    etherbone_defaults,
     init_sequence,
     quiet_litex,
 )
@@ -107,10 +106,11 @@ SOC_BOARDS = {
 
 
 def etherbone_address() -> dict:
-    """Where a board's Etherbone bridge answers: LiteX's ``add_etherbone`` defaults, which the
-    boards' targets keep (``soc.json``'s ``etherbone``: ``ip``, ``port``)."""
-    defaults = inspect.signature(LiteXSoC.add_etherbone).parameters
-    return {"ip": defaults["ip_address"].default, "port": defaults["udp_port"].default}
+    """A board's Etherbone bridge, ``soc.json``'s ``etherbone``: where it answers (``ip``,
+    ``port``) and the most words a write record carries (``max_words``); LiteX's defaults,
+    :func:`~zipsgd.hw.soc.etherbone_defaults`."""
+    defaults = etherbone_defaults()
+    return {key: defaults[key] for key in ("ip", "port", "max_words")}
 
 
 def _board(board: str) -> SocBoard:

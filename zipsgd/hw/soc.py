@@ -13,6 +13,7 @@ Wishbone master; it returns the Verilog of both and the SoC's CSR map.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import tempfile
@@ -24,10 +25,11 @@ from litedram.frontend.axi import LiteDRAMAXI2Native
 from litedram.init import get_sdram_phy_init_sequence
 from litedram.phy.ecp5ddrphy import ECP5DDRPHY
 from litedram.phy.model import SDRAMPHYModel
+from liteeth.phy.model import LiteEthPHYModel
 from litex.build.generic_platform import Pins, Subsignal
 from litex.build.sim import SimPlatform
 from litex.soc.integration.builder import Builder
-from litex.soc.integration.soc import SoCRegion
+from litex.soc.integration.soc import LiteXSoC, SoCRegion
 from litex.soc.integration.soc_core import SoCCore
 from litex.soc.interconnect import axi, stream, wishbone
 from migen import (
@@ -53,10 +55,14 @@ from .v2.top import TOP_NAME2, export_verilog2
 
 __all__ = ["SocBuild", "SimDram", "SIM_SDR16", "sim_soc", "add_engine", "csr_map", "dram_phy",
            "init_sequence", "quiet_litex", "AxiReadUpConverter", "ENGINE_BASE", "MAIN_RAM_BASE",
-           "SIM_TOP", "SIM_UART_TOP", "DFII_SEL"]
+           "SIM_TOP", "SIM_UART_TOP", "SIM_ETH_TOP", "SIM_BRIDGES", "DFII_SEL",
+           "etherbone_defaults"]
 
 SIM_TOP = "zipsgd_soc"
 SIM_UART_TOP = "zipsgd_soc_uart"
+SIM_ETH_TOP = "zipsgd_soc_eth"
+#: The simulated SoC's host bridges, and each one's top level.
+SIM_BRIDGES = {"wishbone": SIM_TOP, "uart": SIM_UART_TOP, "etherbone": SIM_ETH_TOP}
 #: The simulated SDRAM (8 MiB, SDR, 16 bits): small, so the model's memory is small.
 SIM_SDRAM = "MT48LC4M16"
 SIM_CLOCK_HZ = 50_000_000
@@ -107,6 +113,19 @@ def _ecp5_ddr3_settings(clock_hz: float):
 #: The ULX3S's DRAM configuration (its AS4C32M16 is a 16-bit SDR SDRAM on the same controller);
 #: the SoC simulation's default.
 SIM_SDR16 = SimDram("sdr16", SIM_SDRAM, "sdr", SIM_CLOCK_HZ)
+
+
+def etherbone_defaults() -> dict:
+    """An Etherbone bridge as LiteX's ``add_etherbone`` defaults make it, which the boards'
+    targets and the simulated SoC keep: where it answers (``mac``, ``ip``, ``port``) and the
+    most words one write record may carry (``max_words``)."""
+    defaults = inspect.signature(LiteXSoC.add_etherbone).parameters
+    # (A record's words pass one packet FIFO of buffer_depth words, which lets a record
+    # through only whole: a longer one stalls the bridge for good. Simulated: 16 pass, 17
+    # stall.)
+    return {"mac": defaults["mac_address"].default, "ip": defaults["ip_address"].default,
+            "port": defaults["udp_port"].default,
+            "max_words": defaults["buffer_depth"].default}
 
 
 @contextlib.contextmanager
@@ -283,8 +302,12 @@ class _SimSoc(SoCCore):
                        Subsignal("cyc", Pins(1)), Subsignal("stb", Pins(1)),
                        Subsignal("ack", Pins(1)), Subsignal("we", Pins(1)),
                        Subsignal("err", Pins(1)))
-        else:
+        elif bridge == "uart":
             host_io = ("serial", 0, Subsignal("tx", Pins(1)), Subsignal("rx", Pins(1)))
+        else:  # LiteEth's PHY model: Ethernet frames as bytes, one a cycle, no preamble or CRC
+            host_io = ("eth", 0, *(Subsignal(f"{end}_{what}", Pins(8 if what == "data" else 1))
+                                   for end in ("source", "sink")
+                                   for what in ("valid", "ready", "data")))
         io = [("sys_clk", 0, Pins(1)), ("sys_rst", 0, Pins(1)), ("irq", 0, Pins(1)), host_io]
         platform = SimPlatform("SIM", io)
         self.crg = _Crg(platform.request("sys_clk"), platform.request("sys_rst"))
@@ -302,8 +325,12 @@ class _SimSoc(SoCCore):
                           host.we.eq(pads.we), pads.dat_r.eq(host.dat_r),
                           pads.ack.eq(host.ack), pads.err.eq(host.err)]
             self.bus.add_master("host", host)
-        else:
+        elif bridge == "uart":
             self.add_uartbone(uart_name="serial", baudrate=baud)
+        else:
+            # (The board's addresses: add_etherbone's defaults, as the ECPIX-5's target keeps.)
+            self.ethphy = LiteEthPHYModel(platform.request("eth"))
+            self.add_etherbone(phy=self.ethphy, with_timing_constraints=False)
         self.engine_irq = platform.request("irq")
         _engine(self, params)
 
@@ -315,14 +342,17 @@ def sim_soc(params: EngineParams2, bridge: str = "wishbone", divisor: int = 16,
     (``zipsgd_soc``) has ``sys_clk``, ``sys_rst``, ``irq`` and the host's bridge: with
     ``bridge="wishbone"`` a Wishbone master's ``host_*`` ports; with ``bridge="uart"`` LiteX's
     UART bridge on ``serial_tx``/``serial_rx`` at ``divisor`` clock cycles a bit (top
-    ``zipsgd_soc_uart``)."""
-    if bridge not in ("wishbone", "uart"):
-        raise ConfigError(f"the simulated SoC's bridge is 'wishbone' or 'uart', found {bridge!r}")
+    ``zipsgd_soc_uart``); with ``bridge="etherbone"`` LiteEth's Etherbone bridge at the board's
+    addresses behind LiteEth's PHY model, ``eth_sink_*`` (frames in) and ``eth_source_*``
+    (frames out; top ``zipsgd_soc_eth``)."""
+    if bridge not in SIM_BRIDGES:
+        raise ConfigError(f"the simulated SoC's bridge is one of {', '.join(SIM_BRIDGES)}, "
+                          f"found {bridge!r}")
     if not (isinstance(divisor, int) and divisor >= 8):
         raise ConfigError(f"the UART bridge's divisor must be an integer >= 8, found {divisor!r}")
     with quiet_litex():
         soc = _SimSoc(params, bridge, dram.clock_hz // divisor, dram)
-        top = SIM_TOP if bridge == "wishbone" else SIM_UART_TOP
+        top = SIM_BRIDGES[bridge]
         with tempfile.TemporaryDirectory(prefix="zipsgd-soc-") as tmp:
             builder = Builder(soc, output_dir=tmp, compile_software=False, compile_gateware=False,
                               csr_json=str(Path(tmp) / "csr.json"))

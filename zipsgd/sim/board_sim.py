@@ -21,7 +21,7 @@ from ..hw.hostlink import SIM_LINK, LinkedEngine, LinkParams
 from ..spec.engine import EngineParams
 from .runner import SimulationFailed, build, run
 
-__all__ = ["simulated_board", "build_board", "pty_simulation"]
+__all__ = ["simulated_board", "build_board", "pty_simulation", "background_simulation"]
 
 
 _BUILT: dict = {}
@@ -68,17 +68,33 @@ def pty_simulation(built, divisor: int, pins: dict | None, start_timeout: float,
     zipsgd.sim.runner.SimulationFailed
         The simulation does not come up within ``start_timeout`` s, or it fails.
     """
+    params = {"divisor": divisor} | ({} if pins is None else {"pins": pins})
+    with background_simulation(built, "zipsgd.sim.board_pump", "board_pump", params,
+                               start_timeout, sim_timeout) as path:
+        yield path
+
+
+@contextlib.contextmanager
+def background_simulation(built, module: str, testcase: str, params: dict,
+                          start_timeout: float, sim_timeout: float) -> Iterator[str]:
+    """Run cocotb's ``testcase`` of ``module`` on ``built`` in a background thread with
+    ``params`` and two files' paths, ``ready`` and ``stop``: the test writes ``ready`` once the
+    host may connect, and ends when ``stop`` exists.  Yields what the test wrote into
+    ``ready`` (where the host connects), and stops the simulation when the block ends.
+
+    Raises
+    ------
+    zipsgd.sim.runner.SimulationFailed
+        The simulation does not come up within ``start_timeout`` s, or it fails.
+    """
     with tempfile.TemporaryDirectory(prefix="zipsgd-board-") as folder:
-        ready, stop = Path(folder) / "pty", Path(folder) / "stop"
+        ready, stop = Path(folder) / "ready", Path(folder) / "stop"
         failure: list[BaseException] = []
-        params = {"ready": str(ready), "stop": str(stop), "divisor": divisor}
-        if pins is not None:
-            params["pins"] = pins
+        params = params | {"ready": str(ready), "stop": str(stop)}
 
         def simulate():
             try:
-                run(built, "zipsgd.sim.board_pump", testcase="board_pump", test_params=params,
-                    timeout_s=sim_timeout)
+                run(built, module, testcase=testcase, test_params=params, timeout_s=sim_timeout)
             except BaseException as error:
                 failure.append(error)
 

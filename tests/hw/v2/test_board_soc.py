@@ -58,7 +58,7 @@ def test_a_board_soc_holds_the_engine_the_dram_and_the_bridges(written):
     assert "uartbone" in verilog
     assert ("etherbone" in verilog) == (board == "ecpix5-85")
     if board == "ecpix5-85":  # where the host's --port udp reaches it
-        assert facts["etherbone"] == {"ip": "192.168.1.50", "port": 1234}
+        assert facts["etherbone"] == {"ip": "192.168.1.50", "port": 1234, "max_words": 16}
     else:
         assert "etherbone" not in facts
     if board != "ulx3s-85f":  # DDR3: the ECP5 PHY's read delays, for the host's leveling
