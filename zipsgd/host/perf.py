@@ -33,7 +33,7 @@ from ..spec.engine import (
     UPDATE_WINDOW,
     EngineParams,
 )
-from ..spec.engine2 import EngineParams2, RunConfig2, lane_plan
+from ..spec.engine2 import EngineParams2, RunConfig2, lane_plan, sub_words
 from ..spec.errors import ConfigError
 from ..spec.stream import BUS_WIDTHS, Encoding, StreamLayout
 from .train import UPDATE_MODES, ScaledData, TrainSettings, train_in_memory
@@ -257,7 +257,7 @@ class EngineModel2:
 
     def plan(self, n_features: int, layout: StreamLayout) -> tuple[int, int, float]:
         """``(A, P, window beats)``: the update's issue cycles (``(n + 1) / U``, ``U = W / 32``
-        update units, when the lane classes allow it, else ``n + 1``:
+        update units, when the lane classes allow it, else ``n + 1``; times ``sub_words``:
         ``zipsgd/hw/v2/updater.py``), the fields of a window and its beats."""
         config = RunConfig2(encoding=layout.encoding, bits=layout.bits,
                             n_features=n_features)
@@ -266,7 +266,8 @@ class EngineModel2:
         units = params.update_units
         wide = (1 << plan.g_log2) >= units and layout.encoding is not Encoding.RAW32
         beats = params.lanes * plan.field_width / self.bus_width
-        return (n_features + 1) // (units if wide else 1), plan.positions, beats
+        issues = (n_features + 1) // (units if wide else 1) * sub_words(plan.wrap)
+        return issues, plan.positions, beats
 
     def cycles(self, n_samples: int, n_features: int, layout: StreamLayout, batch: int,
                update_mode: str) -> dict:

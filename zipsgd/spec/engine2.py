@@ -21,6 +21,7 @@ What changes from v1, and why (``docs/HARDWARE.md``, "Engine v2"):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -43,7 +44,8 @@ __all__ = [
     "RAW_ROUND_SHIFT", "RAW_PRODUCT_SHIFT2", "PRODUCT_LOG2", "LOSS_WIDTH", "LOSS_FRAC",
     "LOSS_ACC_WIDTH", "PARTIAL_WIDTH", "core_settings", "MAX_BATCH2", "update_units", "DECAY_FRAC",
     "DECAY_WIDTH", "step_register", "LanePlan", "lane_plan", "LANE_CAPACITY",
-    "LANE_TABLE_FEATURES", "MAX_SAMPLE_WINDOWS", "MIN_SAMPLE_POSITIONS",
+    "LANE_TABLE_FEATURES", "MAX_SAMPLE_WINDOWS", "MIN_SAMPLE_POSITIONS", "PARTIAL_REUSE",
+    "sub_words",
 ]
 
 #: The forward operand ``x_f``: ``<18, FL_f>``, one MULT18X18D input.
@@ -245,6 +247,27 @@ MAX_SAMPLE_WINDOWS = 448
 #: Lanes of a group: a group closes at most one sample per pass, so a window of shorter
 #: samples is issued in passes of one sample end each (``LanePlan.short``).
 MIN_SAMPLE_POSITIONS = 8
+
+
+#: A lane's partial word may be summed into again only this many terms (windows) after its
+#: last term: its read-modify-write forwards nothing (``docs/HARDWARE.md``, "Sums").
+PARTIAL_REUSE = 4
+
+
+def sub_words(wrap: int) -> int:
+    """Partial words per feature in a lane, for a plan of ``wrap`` addresses per lane.
+
+    A lane meets its ``wrap`` features in turn, one per window, so with ``wrap <
+    PARTIAL_REUSE`` a feature's terms would come back too soon: they rotate over ``p``
+    sub-words instead, sub-word ``s = t mod p`` of window ``t`` at address ``a + 4 s``, with
+    ``p`` coprime to ``wrap`` and ``wrap * p >= PARTIAL_REUSE`` (1 -> 4, 2 -> 3, 3 -> 2).  The
+    update sums a feature's sub-words (``p`` reads per address)."""
+    if wrap >= PARTIAL_REUSE:
+        return 1
+    p = -(-PARTIAL_REUSE // wrap)
+    while math.gcd(p, wrap) != 1:
+        p += 1
+    return p
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import pytest
 from sim_support import simulate
 
 from zipsgd.hw.v2.lane import FORWARD_LATENCY, PARTIAL_LATENCY, TABLE_DEPTH, Lane
-from zipsgd.spec.engine2 import PARTIAL_WIDTH, RESIDUAL_MAX
+from zipsgd.spec.engine2 import PARTIAL_REUSE, PARTIAL_WIDTH, RESIDUAL_MAX
 
 CAPACITY = 64
 
@@ -57,10 +57,12 @@ def test_lane_against_model(raw, seed):
             double = rng.randrange(2)
             raw_mode = int(raw and setting % 3 == 2)
             buffer = rng.randrange(2)
-            # Some phases sum into two words only, so that a word is summed into again one or
-            # two cycles later (forwarded while its sum is written).
+            # A word is summed into again PARTIAL_REUSE cycles later at the soonest (the
+            # lane's contract): some phases sum into that many words in turn, so that a word
+            # comes back as soon as it may.
             few = setting % 3 == 1
-            few_addrs = rng.sample(range(CAPACITY), 2)
+            few_addrs = rng.sample(range(CAPACITY), PARTIAL_REUSE)
+            recent = []
             for sig, v in ((dut.index_mask, (1 << bits) - 1), (dut.bit_select, 1 << (bits - 1)),
                            (dut.double, double), (dut.per_feature, per_feature),
                            (dut.buffer, buffer), (dut.raw, raw_mode)):
@@ -96,9 +98,10 @@ def test_lane_against_model(raw, seed):
                 else:
                     expect_fwd[cycle + FORWARD_LATENCY] = 0        # an invalid field adds 0
                 bwd = rng.random() < 0.7
-                b_addr = rng.randrange(CAPACITY)
+                b_addr = rng.choice([a for a in range(CAPACITY) if a not in recent])
                 if few:
-                    b_addr = rng.choice(few_addrs)
+                    b_addr = few_addrs[cycle % PARTIAL_REUSE]
+                recent = (recent + [b_addr if bwd else None])[-(PARTIAL_REUSE - 1):]
                 e = rng.randrange(-RESIDUAL_MAX, RESIDUAL_MAX + 1)
                 f2_in = rng.randrange(-(1 << 16), (1 << 16) + 1) if raw_mode \
                     else rng.randrange(-256, 257)

@@ -36,10 +36,12 @@ from zipsgd.spec.engine import DECAY_WIDTH, MODEL_STORAGE_WIDTH
 from zipsgd.spec.engine2 import (
     LANE_CAPACITY,
     LOSS_ACC_WIDTH,
+    PARTIAL_REUSE,
     RESIDUAL_WIDTH,
     STEP_WIDTH,
     EngineParams2,
     core_settings,
+    sub_words,
 )
 from zipsgd.spec.fixed import RAND_BITS
 
@@ -223,6 +225,13 @@ class Core2(wiring.Component):
         c.s_replayed = Signal(32)              # started-count of the last replayed pass
         c.wp, c.rp = Signal(32), Signal(32)    # passes issued, passes replayed
         c.issue = Signal()
+        # The last sub-word of a feature's partial (``sub_words(wrap) - 1``; a setting's
+        # arithmetic, registered).
+        c.last_sub = Signal(range(PARTIAL_REUSE))
+        m.d.sync += c.last_sub.eq(0)
+        for w in range(1, PARTIAL_REUSE):
+            with m.If(self.wrap == w):
+                m.d.sync += c.last_sub.eq(sub_words(w) - 1)
         rest = Signal(lanes)                   # lanes of the window not issued yet
         rb1, rb2 = Signal(33, name="rb1"), Signal(33, name="rb2")
         # The settings the decision reads, copied beside it (they hold while busy).  (The
@@ -594,6 +603,15 @@ class Core2(wiring.Component):
             m.d.sync += written.eq(0)
         with m.Elif(issue2):
             m.d.sync += written.eq(written + 1)
+        # The window's sub-word t mod p (``sub_words``: 0 unless wrap < PARTIAL_REUSE), its
+        # count stepped with the window's last pass, at the replay memories' write.
+        window_end = delay_line(m, h.pop, _LEVELS, "window_end")
+        sub = Signal(range(PARTIAL_REUSE))
+        with m.If(self._begin["replay"]):
+            m.d.sync += sub.eq(0)
+        with m.Elif(window_end):
+            m.d.sync += sub.eq(Mux(sub == c.last_sub, 0, sub + 1))
+        sub_addr = Cat(Const(0, 2), sub)
         # The records of the passes to replay, fetched ahead (a read, then a register) into a
         # queue, so that a replay is decided from registers: the queue's head is pass rp.
         fp = Signal(32)                        # the next record to fetch
@@ -669,8 +687,8 @@ class Core2(wiring.Component):
                 w = mem.write_port()
                 r = mem.read_port(transparent_for=(w,))
                 m.d.comb += [w.en.eq(issue2), w.addr.eq(wp2),
-                             w.data.eq(Cat(lane.f2, delay_line(m, h.addr[k], _LEVELS - _LAG,
-                                                           f"addr{k}"),
+                             w.data.eq(Cat(lane.f2, (delay_line(m, h.addr[k], _LEVELS - _LAG,
+                                                            f"addr{k}") | sub_addr)[:aw],
                                            valid2[k], second2[k], after2[k])),
                              r.addr.eq(c.rp[:aw])]
                 word = delay_line(m, r.data, 1, f"replayed{k}")
@@ -695,6 +713,7 @@ class Core2(wiring.Component):
         for name in ("n_features", "g_log2", "wrap", "update_shift", "forward_shift",
                      "model_width", "rounding", "decay", "threshold", "raw"):
             m.d.comb += getattr(upd, name).eq(getattr(self, name))
+        m.d.comb += upd.last_sub.eq(c.last_sub)
         launched = Signal()
         begin = self._begin["updater"]
         m.d.comb += upd.clear.eq(begin)

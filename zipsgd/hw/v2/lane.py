@@ -27,7 +27,7 @@ from amaranth.lib.wiring import In, Out
 from zipsgd.spec.engine2 import FORWARD_WIDTH, PARTIAL_WIDTH, PRODUCT_LOG2, RESIDUAL_WIDTH
 from zipsgd.spec.stream import LEVEL_ONE
 
-from ..arith import any_of, limb_product
+from ..arith import limb_product
 from ..core import UNUSED_COLLISION_ATTRIBUTE
 from .gearbox import SLOT_WIDTH
 
@@ -197,62 +197,47 @@ class Lane(wiring.Component):
             banks.append((mem.read_port(), mem.write_port(granularity=_BYTE)))
         # A term's stages: 1, the operands (the multiplier's inputs) and the word's read;
         # 2, the term (the multiplier's output register) and the word into flip-flops; 3, the
-        # word unless cleared, and the forwarded sum; 4, the sum into a register; 5, its
-        # write.  The sum of one of the four terms ahead was not yet written when this term's
-        # word was read: the latest such is used instead (HARDWARE.md, "Engine v2: timing").
+        # sum into a register; 4, its write.  A word is summed into again no sooner than
+        # PARTIAL_REUSE terms later (the core's sub-words: HARDWARE.md, "Sums"), so the read
+        # always finds the last sum written: nothing is forwarded.
         e, f2 = Signal(signed(RESIDUAL_WIDTH)), Signal.like(self.bwd_second)
         v1, addr1, bank1 = Signal(), Signal(aw), Signal()
         m.d.sync += [e.eq(self.bwd_e), f2.eq(self.bwd_second), v1.eq(self.bwd_valid),
                      addr1.eq(self.bwd_addr), bank1.eq(self.bwd_bank)]
         product = limb_product(m, e, f2, "gradient_product", platform)
-        stages = [(v1, addr1, bank1)]
-        for i in range(2, 7):
-            v, addr, bank = Signal(name=f"v{i}"), Signal(aw, name=f"addr{i}"), \
-                Signal(name=f"bank{i}")
-            m.d.sync += [v.eq(stages[-1][0]), addr.eq(stages[-1][1]), bank.eq(stages[-1][2])]
-            stages.append((v, addr, bank))
-        (_, addr2, bank2), (_, _, bank3), (v5, addr5, bank5) = stages[1], stages[2], stages[4]
-        # Stage 2 decides (one-hot, registered): the latest of the terms 1..4 ahead that sums
-        # into this word, or none (the read word of this bank).
-        hits = [v & (addr2 == addr) & (bank2 == bank) for v, addr, bank in stages[2:6]]
-        pick = Signal(5)
-        m.d.sync += pick.eq(Cat(*(hits[d] & ~any_of(hits[:d]) for d in range(4)),
-                                ~any_of(hits)))
-        term3, term4 = Signal(signed(len(product))), Signal(signed(len(product)))
-        m.d.sync += [term3.eq(Mux(self.raw, product >> 8, product) if self.raw_lane
-                              else product), term4.eq(term3)]
+        v2, addr2, bank2 = Signal(), Signal(aw), Signal()
+        v3, addr3, bank3 = Signal(), Signal(aw), Signal()
+        v4, addr4, bank4 = Signal(), Signal(aw), Signal()
+        m.d.sync += [v2.eq(v1), addr2.eq(addr1), bank2.eq(bank1),
+                     v3.eq(v2), addr3.eq(addr2), bank3.eq(bank2),
+                     v4.eq(v3), addr4.eq(addr3), bank4.eq(bank3)]
+        term3 = Signal(signed(len(product)))
+        m.d.sync += term3.eq(Mux(self.raw, product >> 8, product) if self.raw_lane
+                             else product)
         # The update reads a word and clears it the next cycle (its bank's write port is free:
         # the gradient sums into the other bank), so every batch starts from zero words.
         upd_bank1, upd_enable1, upd_addr1, both1 = Signal(), Signal(), Signal(aw), Signal()
         m.d.sync += [upd_bank1.eq(self.upd_bank), upd_enable1.eq(self.upd_enable),
                      upd_addr1.eq(self.upd_addr), both1.eq(self.upd_both)]
         bytes_ = (PARTIAL_WIDTH + 1) // _BYTE
-        summed = Signal(signed(PARTIAL_WIDTH))       # stage 5: the sum being written
+        summed = Signal(signed(PARTIAL_WIDTH))       # stage 4: the sum being written
         words = []
         for g, (r, w) in enumerate(banks):
-            summing = v5 & (bank5 == g)
+            summing = v4 & (bank4 == g)
             clearing = upd_enable1 & ((upd_bank1 == g) | both1)
             m.d.comb += [r.addr.eq(Mux(v1 & (bank1 == g), addr1, self.upd_addr)),
-                         w.addr.eq(Mux(summing, addr5, upd_addr1)),
+                         w.addr.eq(Mux(summing, addr4, upd_addr1)),
                          w.en.eq(Mux(summing, (1 << bytes_) - 1,
                                      Mux(clearing, 1 << (bytes_ - 1), 0))),
                          w.data.eq(Cat(summed, ~summing))]
             word = Signal(PARTIAL_WIDTH + 1, name=f"word{g}")
             m.d.sync += word.eq(r.data)
             words.append(word)
-        # Stage 3: the read word (0 when cleared or forwarded) and the forwarded sum (0 when
-        # none), so that stage 4 chooses with one look-up per bit.
-        summed5, summed6 = Signal(signed(PARTIAL_WIDTH)), Signal(signed(PARTIAL_WIDTH))
-        m.d.sync += [summed5.eq(summed), summed6.eq(summed5)]
-        old, forwarded = Signal(PARTIAL_WIDTH), Signal(PARTIAL_WIDTH)
-        keep = [pick[4] & (bank3 == g) & ~words[g][PARTIAL_WIDTH] for g in range(2)]
-        m.d.sync += [old.eq(Mux(keep[0], words[0][:PARTIAL_WIDTH], 0)
-                            | Mux(keep[1], words[1][:PARTIAL_WIDTH], 0)),
-                     forwarded.eq(Mux(pick[1], summed, 0) | Mux(pick[2], summed5, 0)
-                                  | Mux(pick[3], summed6, 0))]
-        latest = Signal()
-        m.d.sync += latest.eq(pick[0])
-        m.d.sync += summed.eq(Mux(latest, summed, (old | forwarded).as_signed()) + term4)
+        # Stage 3: the read word of the term's bank (0 when cleared) plus the term.
+        keep = [(bank3 == g) & ~words[g][PARTIAL_WIDTH] for g in range(2)]
+        old = (Mux(keep[0], words[0][:PARTIAL_WIDTH], 0)
+               | Mux(keep[1], words[1][:PARTIAL_WIDTH], 0)).as_signed()
+        m.d.sync += summed.eq(old + term3)
         # The update's word: read two cycles before.
         upd_bank2, upd_enable2 = Signal(), Signal()
         m.d.sync += [upd_bank2.eq(upd_bank1), upd_enable2.eq(upd_enable1)]

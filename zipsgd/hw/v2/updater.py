@@ -28,7 +28,7 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from zipsgd.spec.engine import DECAY_WIDTH, MODEL_STORAGE_WIDTH
-from zipsgd.spec.engine2 import FORWARD_WIDTH, PARTIAL_WIDTH, EngineParams2
+from zipsgd.spec.engine2 import FORWARD_WIDTH, PARTIAL_REUSE, PARTIAL_WIDTH, EngineParams2
 
 from ..arith import any_of, delay_line, popcount
 from ..core import UNUSED_COLLISION_ATTRIBUTE
@@ -83,6 +83,7 @@ class Updater(wiring.Component):
         super().__init__({
             # Settings.
             "n_features": In(mw), "g_log2": In(6), "wrap": In(aw + 1), "raw": In(1),
+            "last_sub": In(range(PARTIAL_REUSE)),
             "update_shift": In(6), "forward_shift": In(5), "model_width": In(6),
             "rounding": In(2), "decay": In(DECAY_WIDTH), "threshold": In(31),
             # Control.
@@ -122,9 +123,14 @@ class Updater(wiring.Component):
         m.d.comb += subs.eq(Mux(wide, g >> ushift, g))
         per = Mux(wide, units, 1)                 # features per cycle
 
-        # -- issue: (a, q) and the first feature j0 = a g + q * per -------------------------
+        # -- issue: (a, q, s) and the first feature j0 = a g + q * per ----------------------
+        # ``s`` runs over a feature's sub-words (``last_sub`` 0 unless wrap < PARTIAL_REUSE),
+        # at address a + 4 s: the units sum them before their update.
         issuing, a, q, j0 = Signal(), Signal.like(self.upd_addr), Signal(range(lanes + 1)), \
             Signal(jw)
+        sub = Signal(range(PARTIAL_REUSE))
+        last_s = Signal()
+        m.d.comb += last_s.eq(sub == self.last_sub)
         draining = Signal(range(64))
         pad = Signal()
         refresh, bank, buffer = Signal(), Signal(), Signal()
@@ -132,19 +138,21 @@ class Updater(wiring.Component):
         # A refresh clears both partial memories (the update clears each word it reads).
         lane_class = lane_classes(m, lanes, units, self.g_log2, self.raw, wide_now, "lane_class")
         classes = lane_class(q)
-        m.d.comb += [self.busy.eq(busy), self.upd_addr.eq(a),
+        m.d.comb += [self.busy.eq(busy), self.upd_addr.eq((a | Cat(Const(0, 2), sub))[:len(a)]),
                      self.upd_bank.eq(bank), self.upd_both.eq(refresh),
                      self.upd_enable.eq(Mux(issuing, classes, 0))]
         with m.If(self.start & ~busy):
-            m.d.sync += [issuing.eq(1), busy.eq(1), a.eq(0), q.eq(0), j0.eq(0),
+            m.d.sync += [issuing.eq(1), busy.eq(1), a.eq(0), q.eq(0), j0.eq(0), sub.eq(0),
                          refresh.eq(self.refresh), bank.eq(self.bank), buffer.eq(self.buffer)]
         with m.Elif(issuing):
-            last_q = q + 1 == subs
-            m.d.sync += [j0.eq(j0 + per), q.eq(Mux(last_q, 0, q + 1))]
-            with m.If(last_q):
-                m.d.sync += a.eq(a + 1)
-                with m.If(a == last_a):
-                    m.d.sync += [issuing.eq(0), pad.eq(~refresh)]
+            m.d.sync += sub.eq(Mux(last_s, 0, sub + 1))
+            with m.If(last_s):
+                last_q = q + 1 == subs
+                m.d.sync += [j0.eq(j0 + per), q.eq(Mux(last_q, 0, q + 1))]
+                with m.If(last_q):
+                    m.d.sync += a.eq(a + 1)
+                    with m.If(a == last_a):
+                        m.d.sync += [issuing.eq(0), pad.eq(~refresh)]
         with m.If(pad):
             m.d.sync += pad.eq(0)
         tail = PARTIAL_LATENCY + (lanes - 1).bit_length() + 1 + UNIT_LATENCY + 2
@@ -218,12 +226,16 @@ class Updater(wiring.Component):
             unit = m.submodules[f"unit{u}"] = UpdateUnit(gw)
             j = Signal(jw, name=f"j{u}")
             m.d.comb += j.eq(j0 + u)
-            flags = Signal(2 + max(1, ushift), name=f"flags{u}")
-            # Model word m = j - 1 takes generator (j - 1) mod U.
-            m.d.sync += flags.eq(Cat(issuing & Mux(wide, 1, u == 0) & (j <= self.n_features),
-                                     j == 0, (j - 1)[:ushift] if ushift else Const(0, 1)))
+            flags = Signal(3 + max(1, ushift), name=f"flags{u}")
+            # Model word m = j - 1 takes generator (j - 1) mod U; a feature is updated with
+            # its last sub-word.
+            m.d.sync += flags.eq(Cat(issuing & last_s & Mux(wide, 1, u == 0)
+                                     & (j <= self.n_features),
+                                     j == 0, sub == 0,
+                                     (j - 1)[:ushift] if ushift else Const(0, 1)))
             late = delay_line(m, flags, select - 1, f"unit_flags{u}")   # (beside the sums)
-            active, label, gen = late[0], late[1], late[2:2 + max(1, ushift)]
+            active, label, first = late[0], late[1], late[2]
+            gen = late[3:3 + max(1, ushift)]
             draw = active & ~label & ~refresh
             for i in range(units):
                 with m.If(draw & (gen == i)):
@@ -234,7 +246,9 @@ class Updater(wiring.Component):
             in_word = Signal(signed(MODEL_STORAGE_WIDTH), name=f"in_word{u}")
             in_rand = Signal(32, name=f"in_rand{u}")
             in_active = Signal(name=f"in_active{u}")
-            m.d.sync += [in_gradient.eq(Mux(label | refresh, 0, gradient[:gw])),
+            # (The sum of the feature's sub-words so far: only the last one's is used.)
+            so_far = Mux(first, 0, in_gradient)
+            m.d.sync += [in_gradient.eq(Mux(label | refresh, 0, so_far + gradient[:gw])),
                          in_word.eq(word), in_rand.eq(_choose(list(self.gen_value), gen)),
                          in_active.eq(active)]
             m.d.comb += [
