@@ -325,7 +325,7 @@ V2_MEASURED = [
     (("double", 1, 8, 16, "exact", 1024), 5289),
     (("double", 4, 100, 256, "delayed", 1024), 9993),
     (("raw32", 32, 100, 256, "exact", 1024), 52525),
-    (("single", 8, 11, 16, "delayed", 1024), 2927),
+    (("single", 8, 11, 16, "delayed", 1024), 3127),
 ]
 
 
@@ -351,3 +351,14 @@ def test_engine_model2_steady_state():
     assert exact["steady"] == pytest.approx(216 / (216 + 78))
     with pytest.raises(ConfigError):
         model.cycles(10, 8, layout, 4, "sometimes")
+
+
+def test_engine_model2_counts_sub_words():
+    # wrap <= 3 (W = 64): the update reads a feature's sub-words in turn.
+    model = EngineModel2()
+    layout = StreamLayout.make("double", 1, 64)
+    assert model.plan(15, layout)[0] == 16 // 2 * 4      # wrap 1: four sub-words
+    assert model.plan(11, layout)[0] == 12 // 2 * 2      # wrap 3: two
+    assert model.plan(63, layout)[0] == 64 // 2 * 3      # wrap 2: three
+    assert model.plan(127, layout)[0] == 128 // 2        # wrap 4: none
+    assert model.plan(8, layout)[0] == 9                 # narrow, wrap 9

@@ -9,7 +9,9 @@ memories hold the data of the features that reach it, at the address the sequenc
 * the forward operands, two buffers (the update units fill the one not read);
 * two gradient-partial memories, one summed into (per sample, by its batch) while the update
   reads the other; the update clears each word it reads (``upd_both``: in both memories), so
-  a batch's first term at a word adds to 0.
+  a batch's first term at a word adds to 0.  A word may be summed into again only
+  ``PARTIAL_REUSE`` cycles after its last term (nothing is forwarded: the core's sub-words
+  keep to that).
 
 A field that is not valid (``fwd_valid`` low, given one cycle after the field's slot and
 address, so that the engine's pass control has a cycle to decide it) gives the product 0, so
@@ -47,7 +49,8 @@ PRODUCT_WIDTH = PRODUCT_LOG2 + 2
 FORWARD_LATENCY = 6
 #: Cycles from ``upd_addr`` to that word on ``partial``.
 PARTIAL_LATENCY = 2
-#: Cycles from ``bwd`` until its term is in the partial word (a read then gets it).
+#: Cycles from ``bwd`` after which a read gets its term: 5 (the input registers and the four
+#: stages of the read-modify-write); 6 keeps the pass records' timing of the cycle model.
 GRADIENT_LATENCY = 6
 _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
 #: Write-enable granularity of a partial word (a DP16KD's byte of nine bits).
@@ -59,8 +62,8 @@ class Lane(wiring.Component):
 
     Settings (held while busy): ``index_mask`` = ``2**b - 1``, ``bit_select`` one-hot of ``b``
     (bit ``b - 1`` set), ``double``, ``per_feature`` (level tables per feature), ``raw`` (raw
-    lanes only: ``raw_word`` replaces F1 and F2).  The gradient may sum into any word in any
-    cycle: a word still being written is forwarded instead of the stale read.
+    lanes only: ``raw_word`` replaces F1 and F2).  The gradient sums into a word at most once
+    in any ``PARTIAL_REUSE`` cycles.
     ``buffer`` chooses the forward-operand buffer of each field.  ``f2`` is the field's second
     level (the raw word on raw lanes in raw mode), beside ``first``.
     """
