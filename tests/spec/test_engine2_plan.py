@@ -25,7 +25,7 @@ def test_a_word_comes_back_no_sooner_than_the_lane_allows(wrap):
 
 
 def test_the_plans_with_sub_words():
-    # W = 64 (32 lanes): wrap <= 3 exactly when n + 1 divides 96 or 32 divides it up to 96.
+    # W = 64 (32 lanes): wrap <= 3 exactly when n + 1 divides 64 or 96.
     params = EngineParams2(64, 4096, 512)
     spread = [n for n in range(1, 400)
               if sub_words(lane_plan(RunConfig2(n_features=n), params, 1).wrap) > 1]
