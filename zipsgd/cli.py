@@ -608,8 +608,8 @@ def _run_export_regs(args) -> int:
 
 
 def _add_demo(sub) -> None:
-    p = _subparser(sub, "demo", "pack synthetic:100 at 4 bits and train on the simulated engine, "
-                                "checked against the golden model")
+    p = _subparser(sub, "demo", "pack synthetic:100 at 4 bits and train on engine v2 as the "
+                                "boards build it, simulated, checked against the golden model")
     p.add_argument("--out", default="build/demo", help="folder for the demo's files")
     p.add_argument("--epochs", type=int, default=5, help="epochs to train")
     p.set_defaults(run=_run_demo)

@@ -16,15 +16,17 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ..spec.engine2 import BOARD_PARAMS2
 from ..spec.errors import ConfigError, OutputExistsError
 from .datasets import open_source
 from .output import check_output_folder
 from .pack import pack_source
+from .perf import EngineModel2
 from .report import plot_losses, write_json, write_text
 from .train import TrainSettings, load_scaled, train_in_memory
 
 __all__ = ["StudyDataset", "STUDY_DATASETS", "ALPHA_GRID", "run_convergence_study", "run_demo",
-           "convergence_rows"]
+           "convergence_rows", "demo_settings", "demo_model_efficiency", "DEMO_BATCH"]
 
 ALPHA_GRID = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
 #: The paper's claim: double sampling reaches the float solution within this relative gap.
@@ -214,27 +216,53 @@ def _print_result(result: dict) -> None:
               f"vs float {100 * row['gap_to_float']:+7.2f}%")
 
 
+#: The demo's batch: DELAYED batch ``k + 2`` waits for batch ``k``'s update, which takes
+#: about 170 cycles at n = 100 (``docs/HARDWARE.md``, "The update loop"); 32 samples at
+#: double b = 4 stream for 303 cycles, so the engine never waits (16 would give 0.94 of the bus).
+DEMO_BATCH = 32
+
+
+def demo_settings(epochs: int = 5) -> TrainSettings:
+    """The demo's run: double sampling at b = 4, on engine v2 as the boards build it
+    (:data:`~zipsgd.spec.engine2.BOARD_PARAMS2`) with the update mode a board uses (DELAYED)."""
+    return TrainSettings(backend="verilator2", epochs=epochs, batch_size=DEMO_BATCH,
+                         step_size=0.125, bits=4, update_mode="delayed",
+                         bus_width=BOARD_PARAMS2.bus_width,
+                         max_features=BOARD_PARAMS2.max_features,
+                         max_batch=BOARD_PARAMS2.max_batch)
+
+
+def demo_model_efficiency(settings: TrainSettings, n_samples: int, n_features: int) -> float:
+    """Beats per cycle of one of the demo's epochs in engine v2's cycle model."""
+    run = EngineModel2(settings.bus_width).cycles(n_samples, n_features, settings.layout(),
+                                                  settings.batch_size, settings.update_mode)
+    return run["beats"] / run["cycles"]
+
+
 def run_demo(out="build/demo", epochs: int = 5, spec: str = "synthetic:100") -> dict:
     """The README's main job: pack ``spec`` at 4 bits (double sampling) into a ``.zsgd`` file,
-    train on the generated engine simulated by Verilator, with the golden model and float SGD
-    side by side, check every epoch bit for bit, and save a plot and the reports."""
+    train on engine v2 as the boards build it, simulated by Verilator, with the golden model
+    and float SGD side by side, check every epoch bit for bit, and save a plot and the
+    reports."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    base = TrainSettings(epochs=epochs, batch_size=16, step_size=0.125, bits=4)
+    base = demo_settings(epochs)
     stream_path = out / f"{_slug(spec)}_double4.zsgd"
     header = pack_source(open_source(spec), stream_path, base.layout(), epochs=1, force=True)
     print(f"packed {stream_path}: {header.n_samples} samples x {header.n_features} features, "
           f"{base.layout()}, {header.payload_bytes} payload bytes "
           f"({header.bits_per_value:.2f} bits per value)")
     data = load_scaled(spec)
+    print(f"engine v2 as the boards build it: W = {base.bus_width} ({base.bus_width // 2} "
+          f"lanes), N_max = {base.max_features}, B_max = {base.max_batch}; "
+          f"{base.update_mode.upper()} updates, batches of {base.batch_size}")
     print("building the engine (Verilator; cached after the first run) and simulating "
           f"{epochs} epochs ...", flush=True)
     bar = tqdm(total=epochs, desc="engine", unit="epoch", disable=None, leave=False)
-    simulated = train_in_memory(data, replace(base, backend="verilator"),
-                                lambda done, _record: bar.update(done - bar.n))
+    simulated = train_in_memory(data, base, lambda done, _record: bar.update(done - bar.n))
     bar.close()
     reports = {"float SGD": train_in_memory(data, replace(base, backend="float")),
-               "engine (Verilator) double b=4": simulated}
+               "engine v2 (Verilator) double b=4": simulated}
     print(f"{'epoch':>5} {'float SGD':>12} {'golden':>12} {'engine':>12} {'bit-exact':>9} "
           f"{'cycles':>9} {'bus eff.':>8}")
     for k in range(epochs):
@@ -246,8 +274,12 @@ def run_demo(out="build/demo", epochs: int = 5, spec: str = "synthetic:100") -> 
     print(f"optimum (closed form) {simulated['optimum']['loss']:.6g}; the engine's model and "
           f"counters {'equal' if simulated['bit_exact'] else 'DIFFER FROM'} the golden "
           "model's after every epoch")
+    efficiency = min(row["bus_efficiency"] for row in simulated["epochs"])
+    modeled = demo_model_efficiency(base, header.n_samples, header.n_features)
+    print(f"bus efficiency {efficiency:.4f} beats/cycle (the lowest epoch's; the cycle "
+          f"model's {modeled:.4f}; goal >= 0.98)")
     plot_losses(reports, out / "demo_loss.png", force=True,
-                title=f"{spec}: engine (double sampling, 4 bits) vs float SGD")
+                title=f"{spec}: engine v2 (double sampling, 4 bits) vs float SGD")
     write_json(simulated, out / "demo_report.json", force=True)
     print(f"plot: {out / 'demo_loss.png'}  report: {out / 'demo_report.json'}")
     return reports

@@ -28,7 +28,7 @@ from amaranth.back import rtlil
 from litex.soc.integration.builder import Builder
 from migen import Signal
 
-from ..spec.engine2 import EngineParams2
+from ..spec.engine2 import BOARD_PARAMS2, EngineParams2
 from ..spec.errors import ConfigError
 from .soc import (
     ENGINE_BASE,
@@ -59,9 +59,8 @@ __all__ = ["SocBoard", "SOC_BOARDS", "SOC_TOP", "SOC_PARAMS", "SOC_BAUD", "board
 
 #: The SoC's top-level module (and the stem of its build files).
 SOC_TOP = "zipsgd_soc"
-#: The engine a board SoC holds unless told otherwise (the configuration of the engine's
-#: synthesis figures, ``docs/results/synthesis.md``).
-SOC_PARAMS = EngineParams2(64, 8192, 512)
+#: The engine a board SoC holds unless told otherwise.
+SOC_PARAMS = BOARD_PARAMS2
 #: The UART bridge's rate: every board's USB serial bridge (FT231X, FT2232H) and common 3.3 V
 #: adapters reach it; at 10 bits a byte it uploads 100 kB/s.
 SOC_BAUD = 1_000_000

@@ -45,7 +45,7 @@ __all__ = [
     "LOSS_ACC_WIDTH", "PARTIAL_WIDTH", "core_settings", "MAX_BATCH2", "update_units", "DECAY_FRAC",
     "DECAY_WIDTH", "step_register", "LanePlan", "lane_plan", "LANE_CAPACITY",
     "LANE_TABLE_FEATURES", "MAX_SAMPLE_WINDOWS", "MIN_SAMPLE_POSITIONS", "PARTIAL_REUSE",
-    "sub_words",
+    "sub_words", "BOARD_PARAMS2",
 ]
 
 #: The forward operand ``x_f``: ``<18, FL_f>``, one MULT18X18D input.
@@ -126,6 +126,11 @@ class EngineParams2:
     def gradient_width(self) -> int:
         """Signed width of a feature's batch gradient: ``B_max`` terms below 2**25."""
         return PRODUCT_LOG2 + clog2(self.max_batch) + 1
+
+
+#: The engine a board build holds (the board SoCs', ``zipsgd/hw/board_soc.py``; the
+#: configuration of the synthesis figures, ``docs/results/synthesis.md``; ``make demo``'s).
+BOARD_PARAMS2 = EngineParams2(64, 8192, 512)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ from dataclasses import replace
 from zipsgd.cli import main
 from zipsgd.host.datasets import open_source
 from zipsgd.host.pack import pack_source
+from zipsgd.host.study import run_demo
 from zipsgd.host.train import TrainSettings, load_scaled, train_in_memory, train_stream_file
 from zipsgd.host.zsgd_file import StreamFile
+from zipsgd.spec.engine2 import BOARD_PARAMS2
 
 # The build of the engine v2 tests (W = 64, N_max = 4096, B_max = 512): cached once.
 SETTINGS = TrainSettings(backend="verilator2", bits=3, epochs=2, batch_size=16, step_size=0.25,
@@ -49,3 +51,16 @@ def test_stream_file_training_and_the_command_line(tmp_path, capsys):
     # (The command line's build: N_max = 32768, B_max = 512.)
     assert main(["train", str(path), "--backend", "verilator2", "--epochs", "2",
                  "--batch-size", "16", "--step-size", "0.25"]) == 0
+
+
+def test_the_demo_trains_the_board_build_bit_exact_at_full_rate(tmp_path, capsys):
+    """``make demo``'s run (``zipsgd demo``) on a shorter epoch: engine v2 as the boards build
+    it, every epoch bit-exact, and the bus taken at >= 0.98 beats a cycle."""
+    reports = run_demo(tmp_path, epochs=1, spec="synthetic:100:4000")
+    (engine,) = [r for name, r in reports.items() if name.startswith("engine v2")]
+    assert engine["bit_exact"] is True
+    assert engine["settings"]["max_features"] == BOARD_PARAMS2.max_features
+    (epoch,) = engine["epochs"]
+    assert epoch["bus_efficiency"] >= 0.98, epoch
+    assert "goal >= 0.98" in capsys.readouterr().out
+    assert (tmp_path / "demo_loss.png").is_file() and (tmp_path / "demo_report.json").is_file()
