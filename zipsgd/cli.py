@@ -669,6 +669,8 @@ def _run_perf(args) -> int:
     print(f"{args.source}: {n_samples} samples x {n_features} features on {platform.name} "
           f"({platform.bandwidth / 1e9:.3g} GB/s, {platform.clock_hz / 1e6:.0f} MHz, "
           f"W={platform.bus_width}), batch {args.batch_size}, {args.update_mode}")
+    if platform.engine:
+        print(f"engine: {platform.engine}")
     print(f"{'encoding':>8} {'b':>2} {'bits/val':>8} {'bytes/epoch':>12} {'s/epoch':>10} "
           f"{'bound':>6} {'speedup':>7}")
     for row in rows:

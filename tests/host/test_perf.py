@@ -19,11 +19,13 @@ batch 64, same build), whose ``cycles`` column counts every cycle from start to 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from zipsgd.cli import main
 from zipsgd.host.perf import (
+    ENGINE_PROVENANCE,
     PLATFORMS,
     EngineModel,
     EngineModel2,
@@ -236,6 +238,19 @@ def test_presets_have_sources_and_are_documented():
     for name, platform in PLATFORMS.items():
         assert platform.source
         assert f"`{name}`" in doc
+        # Lanes and clock: a measured build with its commit, or an estimate and how it was
+        # made; the page's table repeats it word for word.
+        assert platform.engine.startswith(ENGINE_PROVENANCE), name
+        if platform.engine.startswith("measured: "):
+            assert re.search(r"commit [0-9a-f]{7}", platform.engine), name
+        (row,) = [line for line in doc.splitlines() if line.startswith(f"| `{name}` |")]
+        assert row.endswith(f" {platform.engine} |"), name
+
+
+def test_a_platform_says_how_its_engine_was_found():
+    assert Platform("x", 1e6, 1e6, 64, engine="estimate: a guess").engine
+    with pytest.raises(ConfigError, match="engine must start with 'measured: ' or 'estimate: ', found '100 MHz'"):
+        Platform("x", 1e6, 1e6, 64, engine="100 MHz")
 
 
 def test_perf_table_rows():

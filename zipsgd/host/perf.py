@@ -41,7 +41,7 @@ from .train import UPDATE_MODES, ScaledData, TrainSettings, train_in_memory
 __all__ = ["Platform", "PLATFORMS", "EngineModel", "EngineModel2", "epoch_cost",
            "predicted_cycles",
            "encodings_for", "perf_table", "measure_cycles_busy",
-           "TARGET_GAP"]
+           "TARGET_GAP", "ENGINE_PROVENANCE"]
 
 @dataclass(frozen=True)
 class Platform:
@@ -61,6 +61,10 @@ class Platform:
         Where the figures come from (details in ``docs/PLATFORMS.md``).
     lanes : int or None
         Lanes of the engine built for this platform (``None``: ``W / 2``).
+    engine : str
+        Where the engine's lanes and clock come from: ``"measured: ..."`` (a zipsgd build of
+        this FPGA that reached them, with its commit) or ``"estimate: ..."`` (how they were
+        chosen); every preset says one (``docs/PLATFORMS.md``).
 
     Raises
     ------
@@ -74,6 +78,7 @@ class Platform:
     bus_width: int
     source: str = ""
     lanes: int | None = None
+    engine: str = ""
 
     def __post_init__(self):
         if not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
@@ -83,6 +88,10 @@ class Platform:
         if self.bus_width not in BUS_WIDTHS:
             raise ConfigError(f"bus width must be one of {BUS_WIDTHS}, found {self.bus_width!r}")
         EngineParams(bus_width=self.bus_width, lanes=self.lanes)   # checks the lanes
+        if self.engine and not self.engine.startswith(ENGINE_PROVENANCE):
+            raise ConfigError("engine must start with "
+                              f"{' or '.join(map(repr, ENGINE_PROVENANCE))}, "
+                              f"found {self.engine!r}")
 
     @property
     def engine_bandwidth(self) -> float:
@@ -100,7 +109,13 @@ ULX3S_DRAM_BEATS_PER_CYCLE = 0.197
 ORANGECRAB_DRAM_BEATS_PER_CYCLE = 0.786
 ORANGECRAB_CLOCK_HZ = 48e6
 
-#: Presets; every figure and its source (or "estimate") is in docs/PLATFORMS.md.
+#: How a platform's ``engine`` begins.
+ENGINE_PROVENANCE = ("measured: ", "estimate: ")
+_U280_ENGINE = ("estimate: W/2 = 256 lanes at 300 MHz, the usual Vitis kernel clock on this "
+                "card; no zipsgd build of an UltraScale+ (its tools are not on PyPI)")
+
+#: Presets; every figure and its source (or "estimate") is in docs/PLATFORMS.md, whose table
+#: repeats each preset's ``engine`` word for word.
 PLATFORMS: dict[str, Platform] = {p.name: p for p in (
     Platform("ulx3s-85f", ULX3S_DRAM_BEATS_PER_CYCLE * 8 * BOARD_FREQ_MHZ * 1e6,
              BOARD_FREQ_MHZ * 1e6, 64,
@@ -109,24 +124,36 @@ PLATFORMS: dict[str, Platform] = {p.name: p for p in (
              f"{ULX3S_DRAM_BEATS_PER_CYCLE} 64-bit beats a cycle sustained, refresh included, "
              f"measured in the simulated SoC (python -m benchmarks dram); the "
              f"{BOARD_LANES}-lane board build, routed, meets "
-             f"{BOARD_FREQ_MHZ:g} MHz (docs/results/synthesis.md)", lanes=BOARD_LANES),
+             f"{BOARD_FREQ_MHZ:g} MHz (docs/results/synthesis.md)", lanes=BOARD_LANES,
+             engine=f"measured: engine v1's {BOARD_LANES}-lane W = 64 board build (zipsgd "
+                    f"synth), routed, {BOARD_FREQ_MHZ:g} MHz met (fmax 60.72 MHz), commit "
+                    "6e82656"),
     Platform("orangecrab", ORANGECRAB_DRAM_BEATS_PER_CYCLE * 8 * ORANGECRAB_CLOCK_HZ,
              ORANGECRAB_CLOCK_HZ, 64,
              f"OrangeCrab (ECP5-85F): 16-bit DDR3L, LiteDRAM's ECP5 PHY (1:2) at the 48 MHz "
              f"system clock = 384 MB/s peak; {ORANGECRAB_DRAM_BEATS_PER_CYCLE} 64-bit beats a "
              f"cycle sustained, refresh included, measured in the simulated SoC (python -m "
-             f"benchmarks dram); engine at 48 MHz (estimate)"),
+             f"benchmarks dram); engine at 48 MHz (estimate)",
+             engine="estimate: W/2 = 32 lanes at the board's 48 MHz system clock; engine "
+                    "v2's W = 64 SoC is placed (the ULX3S's: estimate 54.7 MHz), not routed"),
     Platform("pynq-z1", 0.8e9, 100e6, 64,
-             "PYNQ-Z1 (Zynq-7020): one AXI HP port, 64 bits at 100 MHz = 0.8 GB/s"),
+             "PYNQ-Z1 (Zynq-7020): one AXI HP port, 64 bits at 100 MHz = 0.8 GB/s",
+             engine="estimate: W/2 = 32 lanes at 100 MHz, the PYNQ overlays' default PL "
+                    "clock; no zipsgd build of a Zynq (its tools are not on PyPI)"),
     Platform("harp-v1", 6.5e9, 200e6, 512,
              "Intel Xeon+FPGA v1 (Stratix V, QPI): ~6.5 GB/s at 200 MHz, 512-bit lines "
-             "(Kara et al., FCCM 2017; ZipML, ICML 2017)"),
+             "(Kara et al., FCCM 2017; ZipML, ICML 2017)",
+             engine="estimate: W/2 = 256 lanes at 200 MHz, the clock of the papers' engine "
+                    "on this platform; no zipsgd build of a Stratix V (its tools are not on "
+                    "PyPI), and no zipsgd build has 256 lanes"),
     Platform("u280-hbm-channel", 14.4e9, 300e6, 512,
              "Alveo U280: one HBM2 pseudo-channel, 256 bits at 450 MHz = 14.4 GB/s; engine "
-             "at 300 MHz (estimate)"),
+             "at 300 MHz (estimate)",
+             engine=_U280_ENGINE),
     Platform("u280-hbm", 460e9, 300e6, 512,
              "Alveo U280: all 32 HBM2 pseudo-channels, 460 GB/s aggregate (data sheet); one "
-             "engine at 300 MHz (estimate) cannot use it: engine bound"),
+             "engine at 300 MHz (estimate) cannot use it: engine bound",
+             engine=_U280_ENGINE),
 )}
 
 
