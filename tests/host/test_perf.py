@@ -249,7 +249,8 @@ def test_presets_have_sources_and_are_documented():
 
 def test_a_platform_says_how_its_engine_was_found():
     assert Platform("x", 1e6, 1e6, 64, engine="estimate: a guess").engine
-    with pytest.raises(ConfigError, match="engine must start with 'measured: ' or 'estimate: ', found '100 MHz'"):
+    expected = "engine must start with 'measured: ' or 'estimate: ', found '100 MHz'"
+    with pytest.raises(ConfigError, match=expected):
         Platform("x", 1e6, 1e6, 64, engine="100 MHz")
 
 
