@@ -28,14 +28,15 @@ def main():
     print(f"Core2 W = {PARAMS.bus_width}, N_max = {PARAMS.max_features}, "
           f"B_max = {PARAMS.max_batch} (Yosys {seconds:.0f} s)")
     print()
-    print("| block | instances | LUT4-eq | per instance | FF | MULT18X18D | DP16KD |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| block | instances | LUT4-eq | per instance | FF | LUT RAM | MULT18X18D | DP16KD |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, c in sorted(blocks.items(), key=lambda item: -item[1]["lut4_eq"]):
         print(f"| {name} | {c['instances']} | {c['lut4_eq']:,} | "
               f"{c['lut4_eq'] // c['instances']:,} | {c['TRELLIS_FF']:,} | "
-              f"{c['MULT18X18D']} | {c['DP16KD']} |")
+              f"{c['TRELLIS_DPR16X4']} | {c['MULT18X18D']} | {c['DP16KD']} |")
     total = sum(c["lut4_eq"] for c in blocks.values())
-    print(f"| blocks' sum | | {total:,} | | | | |")
+    print(f"| blocks' sum | | {total:,} | | | | | |")
     print(f"| **flat** | | **{flat['lut4_eq']:,}** ({100 * flat['lut4_eq'] / LUT4_85F:.0f} % "
-          f"of the 85F) | | {flat['TRELLIS_FF']:,} | {flat['MULT18X18D']} "
+          f"of the 85F) | | {flat['TRELLIS_FF']:,} | {flat['TRELLIS_DPR16X4']} | "
+          f"{flat['MULT18X18D']} "
           f"({100 * flat['MULT18X18D'] / MULT_85F:.0f} %) | {flat['DP16KD']} |")

@@ -264,8 +264,10 @@ class EngineModel2:
     (``python benchmarks/bench_throughput2.py``).
 
     The stream is a sequence of windows (``P`` fields, ``L * f / W`` beats each); the gearbox
-    assembles one while the window stage holds ``buffered`` more, so window ``w`` is there
-    ``L f / W`` cycles after window ``w - 1``, and not before window ``w - buffered`` was used.
+    assembles one while the window stages hold ``buffered`` more (fitted; the flags' stage
+    holds the gearbox at 5 windows, ``docs/HARDWARE.md``, "The window stages"), so window ``w``
+    is there ``L f / W`` cycles after window ``w - 1``, and not before window ``w - buffered``
+    was used.
     A window is used at once unless a batch starting in it needs a model version that is not
     ready (EXACT: the previous batch's; DELAYED: the one before); then the rest of it waits.
     Batch ``k``'s update begins at ``b_k = max(e_k + grad_latency, b_(k-1) + A + occupancy)``
@@ -277,10 +279,10 @@ class EngineModel2:
     bus_width: int = 64
     grad_latency: int = 32
     occupancy: int = 31
-    update_latency: int = 37
+    update_latency: int = 36
     refresh: int = 33
     epoch_end: int = 1
-    buffered: int = 2
+    buffered: int = 4
 
     def plan(self, n_features: int, layout: StreamLayout) -> tuple[int, int, float]:
         """``(A, P, window beats)``: the update's issue cycles (``(n + 1) / U``, ``U = W / 32``

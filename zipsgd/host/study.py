@@ -218,7 +218,8 @@ def _print_result(result: dict) -> None:
 
 #: The demo's batch: DELAYED batch ``k + 2`` waits for batch ``k``'s update, which takes
 #: about 170 cycles at n = 100 (``docs/HARDWARE.md``, "The update loop"); 32 samples at
-#: double b = 4 stream for 303 cycles, so the engine never waits (16 would give 0.94 of the bus).
+#: double b = 4 stream for 303 cycles, so the engine never waits (16 is at the edge: 0.98 of
+#: the bus in the cycle model; 8 would give 0.57).
 DEMO_BATCH = 32
 
 

@@ -2,7 +2,9 @@
 
 The lane-cost figures of ``docs/results/synthesis.md`` come from here: a block is synthesized
 at two sizes and the difference divided by the size step (``docs/HARDWARE.md``, "Engine v2:
-measuring a lane").  Carry cells (``CCU2C``, two bits each) count as two LUT4.
+measuring a lane").  Carry cells (``CCU2C``, two bits each) count as two LUT4, and a LUT RAM
+(``TRELLIS_DPR16X4``) as six: its four LUTs of storage and the two of the slice that takes
+its write port, as nextpnr counts a placed design's LUT4s.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ CELLS = ("LUT4", "CCU2C", "PFUMX", "L6MUX21", "TRELLIS_FF", "MULT18X18D", "ALU54
 
 
 def lut4_equivalent(counts: dict) -> int:
-    """LUT4 plus two per carry cell (a CCU2C holds two LUT4s)."""
-    return counts.get("LUT4", 0) + 2 * counts.get("CCU2C", 0)
+    """LUT4 plus two per carry cell (a CCU2C holds two LUT4s) and six per LUT RAM (a
+    TRELLIS_DPR16X4 takes four LUTs and the two of its write port's slice)."""
+    return counts.get("LUT4", 0) + 2 * counts.get("CCU2C", 0) \
+        + 6 * counts.get("TRELLIS_DPR16X4", 0)
 
 
 def _stat(component, name: str, *, flatten: bool, timeout_s: float) -> dict:

@@ -587,7 +587,7 @@ def largest_values(params: EngineParams) -> RunConfig:
 
 
 class WindowStageHarness(Elaboratable):
-    """Engine v2's window stage (``zipsgd/hw/v2/stage.py``) at depth 2 or 4.
+    """Engine v2's window stage (``zipsgd/hw/v2/stage.py``) at depth 2, 4 or 8.
 
     Assumes a source that holds ``valid`` and its payload until the handshake; any consumer
     ``ready`` and any ``clear``.  Asserts: ``o.valid`` and the head's payload held until
@@ -597,17 +597,30 @@ class WindowStageHarness(Elaboratable):
     is recorded on the way in and compared on the way out), so nothing is lost, repeated or
     reordered.  ``fault="stale_head"`` compares the head a cycle late (an output register
     that does not follow the read pointer).
+
+    ``hold_at``: the stage as the core's flags' stage (``hold_at`` = ``depth - 3``), with the
+    core's source instead: it pushes whenever it likes, but not two cycles after ``hold``
+    (the gearbox sees ``hold`` through a register and pushes a cycle after it takes a beat);
+    then also asserts that a push always finds two free entries (so the stage holds
+    ``depth - 1`` at most and a mirror behind it, one window more, ``depth``).
+    ``fault="late_hold"`` lets the source push three cycles after ``hold``.
     """
 
-    def __init__(self, depth: int, *, fault: str | None = None):
-        _choose(self, "fault", fault, (None, "stale_head"))
-        self.depth, self.fault = depth, fault
+    def __init__(self, depth: int, *, hold_at: int | None = None, fault: str | None = None):
+        _choose(self, "fault", fault, (None, "stale_head", "late_hold"))
+        self.depth, self.hold_at, self.fault = depth, hold_at, fault
 
     def elaborate(self, platform):
         m = Module()
-        st = m.submodules.stage = WindowStage(4, depth=self.depth)
+        st = m.submodules.stage = WindowStage(4, depth=self.depth, hold_at=self.hold_at)
         _free(m, st.i.valid, st.i.payload, st.o.ready, st.clear)
-        _hold_until_ready(m, st.i.valid, st.i.ready, [st.i.payload], "i")
+        if self.hold_at is None:
+            _hold_until_ready(m, st.i.valid, st.i.ready, [st.i.payload], "i")
+        else:
+            hold1 = _past(m, st.hold, "hold1")
+            hold2 = _past(m, hold1, "hold2")
+            seen = _past(m, hold2, "hold3") if self.fault == "late_hold" else hold2
+            m.d.comb += Assume(~st.i.valid | ~seen)
         cleared = _past(m, st.clear, "cleared")
         waiting = _past(m, st.o.valid & ~st.o.ready, "o_waiting")
         head = _past(m, st.o.payload, "head_before")
@@ -619,6 +632,10 @@ class WindowStageHarness(Elaboratable):
         m.d.comb += [Assert(n_out <= n_in), Assert(held <= self.depth),
                      Assert(st.o.valid == (held != 0)),
                      Assert(st.i.ready == (held != self.depth))]
+        if self.hold_at is not None:
+            # A push never meets fewer than two free entries: the stage holds depth - 1 at
+            # most, so the mirrors behind it (one window more) hold depth at most.
+            m.d.comb += Assert(~st.i.valid | (held <= self.depth - 2))
         k = Signal(5)
         m.d.comb += k.eq(AnyConst(5))
         token, have = Signal(4), Signal()
@@ -804,15 +821,22 @@ PROPERTIES: dict[str, FormalProperty] = {prop.name: prop for prop in (
         "pulse"),
     FormalProperty(
         "window_stage2",
-        "engine v2's window stage, depth 2 (the flags' stage): the handshake rule, nothing "
-        "lost, repeated or reordered, valid exactly when held, ready exactly when there is room",
+        "engine v2's window stage, depth 2: the handshake rule, nothing lost, repeated or "
+        "reordered, valid exactly when held, ready exactly when there is room",
         "bmc", 12, lambda fault: WindowStageHarness(2, fault=fault),
         "stale_head", "the head is read a cycle late"),
     FormalProperty(
         "window_stage4",
-        "engine v2's window stage, depth 4 (the data stages): as window_stage2",
+        "engine v2's window stage, depth 4: as window_stage2",
         "bmc", 16, lambda fault: WindowStageHarness(4, fault=fault),
         "stale_head", "the head is read a cycle late"),
+    FormalProperty(
+        "window_stage_hold",
+        "engine v2's flags' stage (depth 8, hold at 5) under the core's source, which pushes "
+        "unless it saw hold two cycles ago: a push always finds two free entries (the mirrors "
+        "hold one window more), and the properties of window_stage2",
+        "bmc", 20, lambda fault: WindowStageHarness(8, hold_at=5, fault=fault),
+        "late_hold", "the source stops three cycles after hold"),
     FormalProperty(
         "memory_reader",
         "engine v2's memory reader (AXI4 read master): AR held until taken; INCR bursts of "

@@ -25,8 +25,10 @@ def pack_back_to_back(fields: list[int], width: int, bus_width: int) -> list[int
     return [(stream >> (t * bus_width)) & mask for t in range(beats)]
 
 
-def run(bus_width: int, streams: list[tuple[int, list[int]]], seed: int) -> list[list[list[int]]]:
-    """Run each (width, fields) stream through one gearbox; return each stream's windows."""
+def run(bus_width: int, streams: list[tuple[int, list[int]]], seed: int,
+        hold: bool = False) -> list[list[list[int]]]:
+    """Run each (width, fields) stream through one gearbox; return each stream's windows.
+    ``hold``: the consumer always takes windows and throttles the gearbox with ``hold``."""
     dut = FieldGearbox(bus_width)
     rng = random.Random(seed)
     out: list[list[list[int]]] = []
@@ -47,9 +49,12 @@ def run(bus_width: int, streams: list[tuple[int, list[int]]], seed: int) -> list
                     ctx.set(dut.beats.payload.data, beats[sent])
                     ctx.set(dut.beats.payload.last, int(sent == len(beats) - 1))
                 ctx.set(dut.beats.valid, int(valid))
-                ready = rng.random() < 0.7
+                ready = hold or rng.random() < 0.7
                 ctx.set(dut.windows.ready, int(ready))
+                held = hold and rng.random() < 0.3
+                ctx.set(dut.hold, int(held))
                 took = valid and ctx.get(dut.beats.ready)
+                assert not (held and took), "a beat taken while held"
                 if ready and ctx.get(dut.windows.valid):
                     payload = ctx.get(dut.windows.payload)
                     windows.append([int(s) for s in payload.slots])
@@ -63,15 +68,15 @@ def run(bus_width: int, streams: list[tuple[int, list[int]]], seed: int) -> list
     return out
 
 
-@pytest.mark.parametrize("bus_width", [64, 128])
-def test_windows_hold_consecutive_fields(bus_width):
+@pytest.mark.parametrize("bus_width, hold", [(64, False), (128, False), (64, True)])
+def test_windows_hold_consecutive_fields(bus_width, hold):
     lanes = bus_width // 2
     rng = random.Random(bus_width)
     streams = []
     for width in FIELD_WIDTHS:
         for count in (1, lanes - 1, lanes, 3 * lanes + 5, 7 * lanes + lanes // 2 + 1):
             streams.append((width, [rng.randrange(1 << width) for _ in range(count)]))
-    results = run(bus_width, streams, seed=bus_width)
+    results = run(bus_width, streams, seed=bus_width, hold=hold)
     for (width, fields), windows in zip(streams, results, strict=True):
         needed = -(-len(fields) // lanes)
         # A final partial window may be followed by one of padding only.

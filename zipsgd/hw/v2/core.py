@@ -7,7 +7,7 @@ window's flags):
 * ``c + 1``: the pass's signals (its lanes, starts, ends, second-batch lanes, the pop) in
   registers beside the decision, which travel from there;
 * ``c + 2`` (``_LAG``): the gearbox's fields and the sequencer's addresses reach the lanes,
-  from the data stages;
+  from the mirrors of the window stage;
 * ``c + 8`` (``+ FORWARD_LATENCY``): the products reach the segmented sum (the labels, from the
   start lanes' levels);
 * ``c + 17`` (``+ 18`` at W = 128: the segmented sum's ``latency``): each group closes at
@@ -53,7 +53,7 @@ from .lane import FORWARD_LATENCY, GRADIENT_LATENCY, PRODUCT_WIDTH, TABLE_WIDTH,
 from .sample import LABEL_WIDTH, SampleUnit
 from .sample import LATENCY as SAMPLE_LATENCY
 from .sequencer import WindowSequencer
-from .stage import WindowStage
+from .stage import MirrorStage, WindowStage
 from .trees import GROUP, SegmentedSum
 from .updater import MODEL_READ_LATENCY, Updater
 
@@ -64,9 +64,16 @@ _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
 RING_DEPTH = 32
 #: Cycles from a replay to its terms being in the partial memories.
 _REPLAY_LATENCY = 2 + GRADIENT_LATENCY
-#: Cycles from a pass's decision to its fields at the lanes (the data stages' read): the
+#: Cycles from a pass's decision to its fields at the lanes (the mirrors' read): the
 #: pass's signals go into registers beside the decision, and travel from there a cycle later.
 _LAG = 2
+#: The window stages' depth, and the flags' stage's ``hold_at``: the gearbox sees ``hold``
+#: through a register, and a window of a beat taken before it stops is pushed a cycle later,
+#: so ``_IN_FLIGHT`` pushes follow the cycle the stage reached ``HOLD_AT``; a mirror holds one
+#: window more than the flags' stage (``_stage``).
+STAGE_DEPTH = 8
+_IN_FLIGHT = 2
+HOLD_AT = STAGE_DEPTH - _IN_FLIGHT - 1
 #: Cycles from a pass's decision to the lanes' levels (``first``, ``second``, ``f2``).
 _LEVELS = _LAG + FORWARD_LATENCY - 1
 
@@ -149,27 +156,32 @@ class Core2(wiring.Component):
     # -- the window stages: the sequencer's flags beside the pass control, the gearbox's
     # slots and the sequencer's addresses beside each group of lanes, a cycle behind --------
     def _stage(self, m, gb, seq):
-        """Windows pass through :class:`~.stage.WindowStage`s (``docs/HARDWARE.md``, "The
-        window stages"): the flags' stage (two entries) beside the pass control, which pops it;
-        one data stage (four entries) beside each group of lanes, popped by a register
-        ``_LAG`` cycles later, so that its head is the decided pass's window while the lanes
-        read it.
+        """Windows pass through the flags' :class:`~.stage.WindowStage` beside the pass
+        control, which pops it, and one :class:`~.stage.MirrorStage` beside each group of
+        lanes, pushed a cycle after it and popped ``_LAG`` cycles after it, so that its head is
+        the decided pass's window while the lanes read it (``docs/HARDWARE.md``, "The window
+        stages").  No handshake crosses the die: the gearbox's windows are pushed as they come,
+        and it takes beats while neither the flags' stage (``hold``) nor the sequencer
+        (settling after a start) holds it, both seen through registers beside it.
         Returns the flags' head (``start``, ``end``, ``valid``, ``last``, ``final``) and the
         data heads (``slots``, ``addr``)."""
         lanes = self.params.lanes
         aw = (LANE_CAPACITY - 1).bit_length()
         h = _Bag()
         flags = m.submodules.flags = WindowStage(data.StructLayout({
-            "start": lanes, "end": lanes, "valid": lanes, "last": 1, "final": 1}))
-        push = flags.i.ready & seq.ready & gb.windows.valid
+            "start": lanes, "end": lanes, "valid": lanes, "last": 1, "final": 1}),
+            depth=STAGE_DEPTH, hold_at=HOLD_AT)
+        held, seq_ready = Signal(name="hold_gb"), Signal(name="seq_ready_gb")
+        m.d.sync += [held.eq(flags.hold), seq_ready.eq(seq.ready & ~self._begin["gearbox"])]
+        push = gb.windows.valid
         m.d.comb += [
-            flags.i.valid.eq(gb.windows.valid & seq.ready),
+            gb.windows.ready.eq(1), gb.hold.eq(held | ~seq_ready),
+            flags.i.valid.eq(push),
             flags.i.payload.start.eq(Cat(*seq.start)), flags.i.payload.end.eq(Cat(*seq.end)),
             flags.i.payload.valid.eq(Cat(*seq.valid)),
             flags.i.payload.last.eq(gb.windows.payload.last),
             flags.i.payload.final.eq(seq.final),
-            flags.clear.eq(self._begin["flags"]),
-            gb.windows.ready.eq(flags.i.ready & seq.ready), seq.advance.eq(push),
+            flags.clear.eq(self._begin["flags"]), seq.advance.eq(push),
         ]
         h.start, h.end, h.valid = flags.o.payload.start, flags.o.payload.end, \
             flags.o.payload.valid
@@ -177,12 +189,9 @@ class Core2(wiring.Component):
             flags.o.payload.final
         h.pop = Signal()
         m.d.comb += flags.o.ready.eq(h.pop)
-        # A data stage is pushed a cycle after the flags' stage and popped ``_LAG`` cycles
-        # after it: the window and its addresses go into flip-flops (no enable) and the push
-        # into a copy per stage, so the gearbox's and the sequencer's handshake ends at their
-        # own registers; the pop goes into a register beside the decision, then a copy per
-        # stage.  It holds the flags' stage's windows (two at most, a cycle ago) and the one
-        # popped there but not here yet: three at most, so it always has room.
+        # A mirror holds the flags' stage's windows as of a cycle ago and those popped there
+        # but not here yet: HOLD_AT + _IN_FLIGHT + 1 = STAGE_DEPTH at most.  Its window and
+        # addresses go into flip-flops (no enable), its push and pop into a copy per mirror.
         pops = replicas(m, "pop", delay_line(m, h.pop, _LAG - 1, "pop_r"), self.groups)
         # (A push in an epoch's first cycle is one the flags' stage drops with its clear.)
         pushes = replicas(m, "push", push & ~self._begin["flags"], self.groups)
@@ -190,15 +199,15 @@ class Core2(wiring.Component):
                                     "addr": data.ArrayLayout(aw, GROUP)})
         h.slots, h.addr = [], []
         for g in range(self.groups):
-            st = m.submodules[f"stage{g}"] = WindowStage(layout, depth=4)
+            st = m.submodules[f"stage{g}"] = MirrorStage(layout, depth=STAGE_DEPTH)
             window = Signal(layout, name=f"window{g}")
-            m.d.comb += [st.i.valid.eq(pushes[g]), st.i.payload.eq(window),
-                         st.o.ready.eq(pops[g]), st.clear.eq(self._begin[f"stage{g}"])]
+            m.d.comb += [st.push.eq(pushes[g]), st.i.eq(window),
+                         st.pop.eq(pops[g]), st.clear.eq(self._begin[f"stage{g}"])]
             for i, k in enumerate(range(g * GROUP, (g + 1) * GROUP)):
                 m.d.sync += [window.slots[i].eq(gb.windows.payload.slots[k]),
                              window.addr[i].eq(seq.addr[k])]
-                h.slots.append(st.o.payload.slots[i])
-                h.addr.append(st.o.payload.addr[i])
+                h.slots.append(st.o.slots[i])
+                h.addr.append(st.o.addr[i])
         return h
 
     # -- the epoch's control: start, passes, batches, versions ------------------------------

@@ -50,6 +50,10 @@ class FieldGearbox(wiring.Component):
         The field width ``fw`` (one of :data:`FIELD_WIDTHS`); held while a stream is read.
     restart : In(1)
         Drops any partial window (a new stream follows).
+    hold : In(1)
+        Takes no beat (and shows no final partial window) this cycle.  A consumer that always
+        takes windows (``windows.ready`` tied to 1) throttles the gearbox through ``hold``
+        alone, from a register beside the gearbox (``docs/HARDWARE.md``, "The window stages").
 
     The window after the beat with ``last`` set is emitted at once, with its unfilled granules
     zero and ``last`` set.
@@ -65,6 +69,7 @@ class FieldGearbox(wiring.Component):
             "windows": Out(stream.Signature(window_layout(self.lanes))),
             "width": In(4),
             "restart": In(1),
+            "hold": In(1),
         })
 
     def elaborate(self, platform):
@@ -91,12 +96,12 @@ class FieldGearbox(wiring.Component):
         ends_high = any_of(slot[fw - 2] & sel for fw, sel in selects.items())
         completes = ends_low | ends_high | beat.last
         free = ~shown | self.windows.ready
-        m.d.comb += self.beats.ready.eq(free & ~flush)
+        m.d.comb += self.beats.ready.eq(free & ~flush & ~self.hold)
         take = self.beats.valid & self.beats.ready
 
         with m.If(self.windows.ready):
             m.d.sync += shown.eq(0)
-        with m.If(flush & free):
+        with m.If(flush & free & ~self.hold):
             m.d.sync += [shown.eq(1), shown_last.eq(1), flush.eq(0), slot.eq(1),
                          window[0].eq(spill), spilled.eq(0)]
         with m.Elif(take):

@@ -1,5 +1,6 @@
-"""A stream stage of two (or four) entries whose ready is a register (``docs/HARDWARE.md``,
-"The window stages").
+"""A stream stage of two, four or eight entries whose ready is a register, and the mirror
+stage that follows it a fixed number of cycles behind (``docs/HARDWARE.md``, "The window
+stages").
 
 The consumer's ``ready`` arrives late (the core's pass decision); here it only moves a read
 pointer and the count, never the enables of the payload's flip-flops.  The producer sees a
@@ -11,32 +12,42 @@ the next.
 from __future__ import annotations
 
 from amaranth.hdl import Array, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arith import REPLICA_ATTRIBUTE
 
-__all__ = ["WindowStage"]
+__all__ = ["WindowStage", "MirrorStage", "STAGE_DEPTHS"]
+
+#: Depths a stage may have (its pointers wrap by their width).
+STAGE_DEPTHS = (2, 4, 8)
 
 
 class WindowStage(wiring.Component):
-    """``i`` in, ``o`` out, in order, at most ``depth`` (2 or 4) entries held; ``clear``
+    """``i`` in, ``o`` out, in order, at most ``depth`` (2, 4 or 8) entries held; ``clear``
     empties it.
 
     ``i.ready`` and ``o.valid`` are registers; ``o.payload`` is a choice of registers by the
     read pointer.  The pointers are kept apart from other copies
     (:data:`~..arith.REPLICA_ATTRIBUTE`): the core places a stage beside each group of lanes.
+
+    ``hold_at``: ``hold`` is a register, set while the stage holds ``hold_at`` entries or more
+    (as of the last cycle's push and pop), for a producer that pushes without looking at
+    ``i.ready`` and stops a few cycles after ``hold``: ``depth - hold_at`` entries are left
+    for the pushes on their way.
     """
 
-    def __init__(self, shape, depth: int = 2):
-        if depth not in (2, 4):
+    def __init__(self, shape, depth: int = 2, hold_at: int | None = None):
+        if depth not in STAGE_DEPTHS or (hold_at is not None and not 1 <= hold_at < depth):
             self._MustUse__silence = True    # (not built: no "created but never used")
-            raise ValueError(f"depth must be 2 or 4, found {depth!r}")
-        self.shape, self.depth = shape, depth
+            raise ValueError(f"depth must be one of {STAGE_DEPTHS} and hold_at in "
+                             f"1..depth - 1, found {depth!r}, {hold_at!r}")
+        self.shape, self.depth, self.hold_at = shape, depth, hold_at
         super().__init__({
             "i": In(stream.Signature(shape)),
             "o": Out(stream.Signature(shape)),
             "clear": In(1),
+            "hold": Out(1),
         })
 
     def elaborate(self, platform):
@@ -60,6 +71,48 @@ class WindowStage(wiring.Component):
         # (The pointers wrap by their width: depth is a power of two.)
         m.d.sync += [wp.eq(wp + push), rp.eq(rp + pop), count.eq(after),
                      held.eq(after != 0), room.eq(after != depth)]
+        if self.hold_at is not None:
+            hold = Signal(name="hold_r", attrs=keep)
+            m.d.comb += self.hold.eq(hold)
+            m.d.sync += hold.eq(after >= self.hold_at)
         with m.If(self.clear):
             m.d.sync += [wp.eq(0), rp.eq(0), count.eq(0), held.eq(0), room.eq(1)]
+            if self.hold_at is not None:
+                m.d.sync += hold.eq(0)
+        return m
+
+
+class MirrorStage(wiring.Component):
+    """The entries of a :class:`WindowStage`'s windows kept elsewhere, in LUT RAM: written in
+    order at ``push``, read in order (``o``, the entry at the read pointer) and stepped at
+    ``pop``, each a fixed number of cycles after the stage it mirrors, which does the flow
+    control: a mirror never holds more than ``depth`` entries by construction (``clear``
+    empties it).  Nothing here tests fullness, so the pushes and pops are registers placed
+    beside it."""
+
+    def __init__(self, shape, depth: int = 8):
+        if depth not in STAGE_DEPTHS:
+            self._MustUse__silence = True    # (not built: no "created but never used")
+            raise ValueError(f"depth must be one of {STAGE_DEPTHS}, found {depth!r}")
+        self.shape, self.depth = shape, depth
+        super().__init__({
+            "i": In(shape), "push": In(1),
+            "o": Out(shape), "pop": In(1),
+            "clear": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        keep = {REPLICA_ATTRIBUTE: 1}
+        m.submodules.entries = entries = memory.Memory(shape=self.shape, depth=self.depth,
+                                                       init=[])
+        wr = entries.write_port()
+        rd = entries.read_port(domain="comb")
+        wp = Signal(range(self.depth), name="wp", attrs=keep)
+        rp = Signal(range(self.depth), name="rp", attrs=keep)
+        m.d.comb += [wr.addr.eq(wp), wr.data.eq(self.i), wr.en.eq(self.push),
+                     rd.addr.eq(rp), self.o.eq(rd.data)]
+        m.d.sync += [wp.eq(wp + self.push), rp.eq(rp + self.pop)]
+        with m.If(self.clear):
+            m.d.sync += [wp.eq(0), rp.eq(0)]
         return m
