@@ -25,6 +25,7 @@ import pytest
 
 from zipsgd.cli import main
 from zipsgd.host.perf import (
+    DRAM_BEATS_PER_CYCLE,
     ENGINE_PROVENANCE,
     PLATFORMS,
     EngineModel,
@@ -36,6 +37,7 @@ from zipsgd.host.perf import (
     perf_table,
     predicted_cycles,
 )
+from zipsgd.hw.board_soc import SOC_BOARDS
 from zipsgd.spec.errors import ConfigError
 from zipsgd.spec.stream import Encoding, StreamLayout
 
@@ -152,10 +154,11 @@ def test_bytes_and_padding_per_sample():
     assert StreamLayout(Encoding.DOUBLE, 2, 512).beats_per_sample(128) == 2
 
 
-def test_epoch_cost_arithmetic():
+def test_epoch_cost_arithmetic_v1():
     platform = Platform("test", bandwidth=100e6, clock_hz=10e6, bus_width=64)
     layout = StreamLayout(Encoding.DOUBLE, 4, 64)
-    cost = epoch_cost(platform, EngineModel(64), 1000, 64, layout, 50, "exact")
+    v1 = EngineModel(64)
+    cost = epoch_cost(platform, v1, 1000, 64, layout, 50, "exact")
     assert cost["beats"] == 7000                        # what the v1 engine issues
     assert cost["bytes"] == 48752                       # what memory moves: v2, back to back
     assert cost["memory_s"] == pytest.approx(48752 / 100e6)
@@ -168,7 +171,7 @@ def test_epoch_cost_arithmetic():
     assert cost["epoch_overhead_cycles"] == overhead
     assert cost["engine_cycles"] == 7000 + stall + overhead
     assert cost["time_s"] == pytest.approx((7000 + stall + overhead) / 10e6)
-    raw = epoch_cost(platform, None, 1000, 64, StreamLayout.make("raw32", 32, 64), 50, "exact")
+    raw = epoch_cost(platform, v1, 1000, 64, StreamLayout.make("raw32", 32, 64), 50, "exact")
     assert raw["bytes"] == 32500 * 8
     assert raw["bound"] == "engine"       # one W-bit beat per clock whatever the encoding
     assert raw["speedup_vs_raw32"] == 1.0
@@ -176,7 +179,7 @@ def test_epoch_cost_arithmetic():
     assert cost["speedup_vs_raw32"] == pytest.approx(raw["time_s"] / cost["time_s"])
     # At 50 MB/s (below the engine's 70 MB/s) every encoding is memory bound.
     slow = Platform("slow", bandwidth=50e6, clock_hz=10e6, bus_width=64)
-    cost = epoch_cost(slow, None, 1000, 64, layout, 50, "delayed")
+    cost = epoch_cost(slow, v1, 1000, 64, layout, 50, "delayed")
     assert cost["bound"] == "memory"
     assert cost["update_stall_cycles"] == 0
     # fixed + drain + first flush pass + second pass (UPDATE_WINDOW + 1 = 16 > 7 slices)
@@ -188,8 +191,9 @@ def test_bytes_per_epoch_are_v2(n_features):
     """Memory moves samples back to back: bits per value within 1 % of field width x (n+1)/n
     for a large epoch (K = 12800 amortises the last beat's padding at every W)."""
     for platform in PLATFORMS.values():
+        v1 = EngineModel(platform.bus_width)            # (the bytes are the format's alone)
         for layout in encodings_for((1, 4, 8), platform.bus_width):
-            cost = epoch_cost(platform, None, 12800, n_features, layout, 16)
+            cost = epoch_cost(platform, v1, 12800, n_features, layout, 16)
             limit = layout.field_width * (n_features + 1) / n_features
             assert cost["bytes"] == layout.stream_bytes(n_features, 12800)
             assert limit <= cost["bits_per_value"] <= 1.01 * limit
@@ -245,6 +249,12 @@ def test_presets_have_sources_and_are_documented():
             assert re.search(r"commit [0-9a-f]{7}", platform.engine), name
         (row,) = [line for line in doc.splitlines() if line.startswith(f"| `{name}` |")]
         assert row.endswith(f" {platform.engine} |"), name
+        # Bandwidth, clock and W as the preset has them.
+        bandwidth = (f"{platform.bandwidth / 1e6:.1f} MB/s" if platform.bandwidth < 5e8
+                     else f"{platform.bandwidth / 1e9:g} GB/s")
+        cells = [c.strip() for c in row.split("|")[2:5]]
+        assert cells == [bandwidth, f"{platform.clock_hz / 1e6:g} MHz",
+                         str(platform.bus_width)], name
 
 
 def test_a_platform_says_how_its_engine_was_found():
@@ -378,3 +388,96 @@ def test_engine_model2_counts_sub_words():
     assert model.plan(63, layout)[0] == 64 // 2 * 3      # wrap 2: three
     assert model.plan(127, layout)[0] == 128 // 2        # wrap 4: none
     assert model.plan(8, layout)[0] == 9                 # narrow, wrap 9
+
+
+# Engine v2 fed from DRAM: the boards' simulated SoCs (``python -m benchmarks dram``:
+# synthetic:100's shape, 1,000 samples, B = 16, DELAYED): (board, encoding, bits) -> cycles
+# per epoch as the host saw them (from CTRL.RUN, polled).  Fed at the board's measured raw32
+# rate, the model must be within ``DRAM_TOLERANCE`` of each.
+DRAM_MEASURED = [
+    (("ulx3s-85f", "raw32", 32), 255483), (("ulx3s-85f", "double", 1), 24057),
+    (("ulx3s-85f", "double", 2), 32061), (("ulx3s-85f", "double", 4), 48000),
+    (("ulx3s-85f", "double", 8), 79912), (("ulx3s-85f", "single", 4), 40030),
+    (("orangecrab-85f", "raw32", 32), 64284), (("orangecrab-85f", "double", 1), 8601),
+    (("orangecrab-85f", "double", 2), 8774), (("orangecrab-85f", "double", 4), 12224),
+    (("orangecrab-85f", "double", 8), 20228), (("orangecrab-85f", "single", 4), 10257),
+    (("ecpix5-85", "raw32", 32), 72840), (("ecpix5-85", "double", 1), 8601),
+    (("ecpix5-85", "double", 2), 9291), (("ecpix5-85", "double", 4), 13845),
+    (("ecpix5-85", "double", 8), 22884), (("ecpix5-85", "single", 4), 11568),
+]
+DRAM_TOLERANCE = 0.025
+
+
+@pytest.mark.parametrize("run, cycles", DRAM_MEASURED, ids=lambda r: str(r))
+def test_engine_model2_fed_from_dram(run, cycles):
+    board, encoding, bits = run
+    cost = epoch_cost(PLATFORMS[board], None, 1000, 100, StreamLayout.make(encoding, bits, 64),
+                      16, "delayed")
+    assert cost["memory_rate"] == DRAM_BEATS_PER_CYCLE[board]
+    assert abs(cost["engine_cycles"] - cycles) <= DRAM_TOLERANCE * cycles, cost
+
+
+def test_epoch_cost_v2():
+    model = EngineModel2(64)
+    layout = StreamLayout(Encoding.DOUBLE, 4, 64)
+    alone = model.cycles(1000, 64, layout, 50, "delayed")
+    # Memory faster than the engine (100 MB/s > 80 MB/s): the engine alone sets the time.
+    fast = Platform("fast", bandwidth=100e6, clock_hz=10e6, bus_width=64)
+    cost = epoch_cost(fast, None, 1000, 64, layout, 50)
+    assert cost["bytes"] == 48752 and cost["beats"] == 6094          # v2: back to back
+    assert cost["memory_rate"] == 1 and cost["engine_cycles"] == alone["cycles"]
+    assert cost["time_s"] == pytest.approx(alone["cycles"] / 10e6)
+    assert cost["engine_s"] == cost["time_s"] and cost["bound"] == "engine"
+    # A quarter of that: memory bound; the time is at least the memory's and at most the
+    # memory's plus the engine's own end of the epoch: its last window (3 beats at a quarter
+    # of a beat per cycle: up to 12 cycles) and its last update loop.
+    slow = Platform("slow", bandwidth=20e6, clock_hz=10e6, bus_width=64)
+    cost = epoch_cost(slow, None, 1000, 64, layout, 50)
+    assert cost["memory_rate"] == 0.25 and cost["bound"] == "memory"
+    assert cost["memory_s"] == pytest.approx(48752 / 20e6)
+    tail = 12 + alone["loop"] + model.epoch_end
+    assert cost["memory_s"] <= cost["time_s"] <= cost["memory_s"] + tail / 10e6
+    assert cost["engine_s"] == pytest.approx(alone["cycles"] / 10e6)
+    raw = epoch_cost(slow, None, 1000, 64, StreamLayout.make("raw32", 32, 64), 50)
+    assert raw["speedup_vs_raw32"] == 1.0
+    assert cost["speedup_vs_raw32"] == pytest.approx(raw["time_s"] / cost["time_s"])
+    # Memory bound at every encoding: the speed-up is the ratio of bytes, within the ends.
+    assert cost["speedup_vs_raw32"] == pytest.approx(raw["bytes"] / cost["bytes"], rel=0.02)
+
+
+def test_engine_model2_memory_rate():
+    model = EngineModel2(64)
+    layout = StreamLayout(Encoding.DOUBLE, 2, 64)
+    # One beat per cycle is the engine alone; slower memory never makes the epoch shorter,
+    # and a lead (a FIFO in front of the gearbox) never makes it longer.
+    alone = model.cycles(2000, 100, layout, 16, "delayed")["cycles"]
+    assert model.cycles(2000, 100, layout, 16, "delayed", rate=1.0, fifo_beats=256)["cycles"] \
+        == alone
+    last = alone
+    for rate in (0.9, 0.7, 0.5, 0.2):
+        fed = model.cycles(2000, 100, layout, 16, "delayed", rate, 256)["cycles"]
+        unbuffered = model.cycles(2000, 100, layout, 16, "delayed", rate, 0)["cycles"]
+        beats = layout.stream_beats(100, 2000)
+        assert fed >= max(last, beats / rate) and fed <= unbuffered
+        last = fed
+    for rate in (0, -1, 1.5, float("nan")):
+        with pytest.raises(ConfigError, match="rate"):
+            model.cycles(10, 8, layout, 4, "delayed", rate)
+
+
+def test_board_presets_are_the_socs():
+    for name, board in SOC_BOARDS.items():
+        platform = PLATFORMS[name]
+        assert platform.clock_hz == board.clock_hz and platform.bus_width == 64
+        assert platform.memory_rate == DRAM_BEATS_PER_CYCLE[name]
+        assert platform.engine.startswith("estimate: ")
+
+
+def test_a_layout_the_engine_cannot_lay_out_has_no_figure(capsys):
+    """n + 1 = 1001 is odd: every lane would hold all 1001 features (at most 512)."""
+    layout = StreamLayout(Encoding.DOUBLE, 4, 64)
+    with pytest.raises(ConfigError, match="at most 512 features per lane"):
+        epoch_cost(PLATFORMS["pynq-z1"], None, 100, 1000, layout, 16)
+    assert main(["perf", "synthetic:1000:50", "--platform", "pynq-z1"]) == 2
+    err = capsys.readouterr().err
+    assert "at most 512 features per lane" in err and "Traceback" not in err

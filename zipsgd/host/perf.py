@@ -1,51 +1,46 @@
 """Memory-bandwidth performance model: how long one epoch takes on a given platform.
 
-Memory moves the epoch in stream format v2 (samples back to back, ``StreamLayout.stream_bytes``);
-the engine issues one slice per clock (one v1 beat when the beat's fields fit its lanes,
-``StreamLayout.slices_per_sample``: the cycles of the current engine); an epoch is bounded
-either by how fast memory delivers the packed samples or by the engine's clock, plus the
-cycles the engine spends at batch boundaries and at the end of the epoch. The model is::
+Memory moves the epoch in stream format v2 (samples back to back, ``StreamLayout.stream_bytes``)
+to engine v2, which takes at most one ``W``-bit beat per clock at every encoding.  The epoch's
+cycles are :meth:`EngineModel2.cycles` with the input fed at the platform's memory rate::
 
     bytes          = ceil(n_samples * (n_features + 1) * field_width / W) * W / 8
+    rate           = min(1, bandwidth / (f_clk * W / 8))        beats per cycle from memory
+    time           = EngineModel2.cycles(..., rate, MEMORY_LEAD_BEATS) / f_clk
     memory time    = bytes / bandwidth
-    engine time    = n_samples * slices_per_sample / f_clk
-    boundary cost  = (update stalls + epoch overhead) / f_clk
-    time           = max(memory time, engine time) + boundary cost
+    engine time    = EngineModel2.cycles(..., rate = 1) / f_clk
+    bound          = memory if memory time > engine time, else engine
 
-The cycle counts (:meth:`EngineModel.cycles`) are fitted to, and tested against, the simulated
-engine's ``cycles_busy`` counter (``tests/host/test_perf.py``); the memory side is a sustained
-bandwidth per platform (:data:`PLATFORMS`, sources in ``docs/PLATFORMS.md``). The sum assumes the
-memory does not run ahead while the engine stalls (no buffering): an upper bound on the time.
+The cycle model is fitted to, and tested against, the simulated core (input never idle,
+``tests/host/test_perf.py``, ``python benchmarks/bench_throughput2.py``) and, with the input
+fed at a DRAM's rate, against the simulated SoCs of the boards (``python -m benchmarks dram``).
+The memory side is a sustained bandwidth per platform (:data:`PLATFORMS`, sources in
+``docs/PLATFORMS.md``).  :class:`EngineModel` is engine v1's cycle model (its simulations).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..spec.engine import (
-    BOARD_FREQ_MHZ,
-    BOARD_LANES,
-    SIM_MAX_BATCH,
-    SIM_MAX_FEATURES,
-    UPDATE_WINDOW,
-    EngineParams,
-)
+from ..hw.board_soc import SOC_BOARDS, SOC_PARAMS
+from ..hw.v2.reader import BURST, OUTSTANDING
+from ..spec.engine import SIM_MAX_BATCH, SIM_MAX_FEATURES, UPDATE_WINDOW, EngineParams
 from ..spec.engine2 import EngineParams2, RunConfig2, lane_plan, sub_words
 from ..spec.errors import ConfigError
 from ..spec.stream import BUS_WIDTHS, Encoding, StreamLayout
 from .train import UPDATE_MODES, ScaledData, TrainSettings, train_in_memory
 
 __all__ = ["Platform", "PLATFORMS", "EngineModel", "EngineModel2", "epoch_cost",
-           "predicted_cycles",
-           "encodings_for", "perf_table", "measure_cycles_busy",
-           "TARGET_GAP", "ENGINE_PROVENANCE"]
+           "predicted_cycles", "encodings_for", "perf_table", "measure_cycles_busy",
+           "TARGET_GAP", "ENGINE_PROVENANCE", "DRAM_BEATS_PER_CYCLE", "MEMORY_LEAD_BEATS"]
 
 @dataclass(frozen=True)
 class Platform:
-    """A board or system the engine could run on.
+    """A board or system engine v2 could run on (``W / 2`` lanes, at most one beat a clock).
 
     Members
     -------
@@ -56,15 +51,13 @@ class Platform:
     clock_hz : float
         Engine clock.
     bus_width : int
-        AXI4-Stream width ``W`` of the engine built for this platform (64, 128, 256 or 512).
+        Bus width ``W`` of the engine built for this platform (64, 128, 256 or 512).
     source : str
         Where the figures come from (details in ``docs/PLATFORMS.md``).
-    lanes : int or None
-        Lanes of the engine built for this platform (``None``: ``W / 2``).
     engine : str
-        Where the engine's lanes and clock come from: ``"measured: ..."`` (a zipsgd build of
-        this FPGA that reached them, with its commit) or ``"estimate: ..."`` (how they were
-        chosen); every preset says one (``docs/PLATFORMS.md``).
+        Where the engine's clock comes from: ``"measured: ..."`` (a zipsgd build of this FPGA
+        that reached it, with its commit) or ``"estimate: ..."`` (how it was chosen); every
+        preset says one (``docs/PLATFORMS.md``).
 
     Raises
     ------
@@ -77,7 +70,6 @@ class Platform:
     clock_hz: float
     bus_width: int
     source: str = ""
-    lanes: int | None = None
     engine: str = ""
 
     def __post_init__(self):
@@ -87,7 +79,6 @@ class Platform:
             raise ConfigError(f"engine clock must be > 0 Hz, found {self.clock_hz!r}")
         if self.bus_width not in BUS_WIDTHS:
             raise ConfigError(f"bus width must be one of {BUS_WIDTHS}, found {self.bus_width!r}")
-        EngineParams(bus_width=self.bus_width, lanes=self.lanes)   # checks the lanes
         if self.engine and not self.engine.startswith(ENGINE_PROVENANCE):
             raise ConfigError("engine must start with "
                               f"{' or '.join(map(repr, ENGINE_PROVENANCE))}, "
@@ -95,47 +86,52 @@ class Platform:
 
     @property
     def engine_bandwidth(self) -> float:
-        """Bytes/s the engine consumes when it streams one beat per clock (every beat one
-        slice: at most ``lanes`` fields per beat)."""
+        """Bytes/s the engine takes at one beat per clock."""
         return self.clock_hz * self.bus_width / 8
 
+    @property
+    def memory_rate(self) -> float:
+        """Beats per engine clock the memory delivers, at most 1."""
+        return min(1.0, self.bandwidth / self.engine_bandwidth)
 
-#: The ULX3S's DRAM as LiteDRAM reads it for the engine: 64-bit beats per system clock on long
-#: epochs, measured in the simulated SoC (``python -m benchmarks dram``;
-#: ``docs/results/benchmarks.md``).
-ULX3S_DRAM_BEATS_PER_CYCLE = 0.197
-#: The OrangeCrab's DDR3 (MT41K64M16 under LiteDRAM's ECP5 DDR3 PHY, 1:2) at its 48 MHz system
-#: clock, measured the same way (raw32, where the engine is not the bound).
-ORANGECRAB_DRAM_BEATS_PER_CYCLE = 0.786
-ORANGECRAB_CLOCK_HZ = 48e6
+
+#: The boards' DRAM as LiteDRAM reads it for the engine: 64-bit beats per system clock on long
+#: raw32 epochs (where the engine is not the bound), refresh included, measured in each board's
+#: simulated SoC (``python -m benchmarks dram``; ``docs/results/benchmarks.md``).
+DRAM_BEATS_PER_CYCLE = {"ulx3s-85f": 0.198, "orangecrab-85f": 0.786, "ecpix5-85": 0.693}
+#: How far the memory may run ahead of the engine: the memory reader's FIFO
+#: (``zipsgd/hw/v2/reader.py``).
+MEMORY_LEAD_BEATS = BURST * OUTSTANDING
 
 #: How a platform's ``engine`` begins.
 ENGINE_PROVENANCE = ("measured: ", "estimate: ")
 _U280_ENGINE = ("estimate: W/2 = 256 lanes at 300 MHz, the usual Vitis kernel clock on this "
                 "card; no zipsgd build of an UltraScale+ (its tools are not on PyPI)")
+_SOC_ENGINE = ("estimate: engine v2's W = 64 board SoC (32 lanes) at the board's {mhz:g} MHz "
+               "system clock; the ULX3S's SoC is placed (nextpnr's estimate 54.7 MHz, commit "
+               "0ed2093), not routed")
+
+
+def _board(name: str, dram: str) -> Platform:
+    """The preset of a board of ``SOC_BOARDS``: its DRAM as measured, its system clock."""
+    board = SOC_BOARDS[name]
+    width = SOC_PARAMS.bus_width
+    beats = DRAM_BEATS_PER_CYCLE[name]
+    return Platform(
+        name, beats * width / 8 * board.clock_hz, board.clock_hz, width,
+        f"{dram} under LiteDRAM at the {board.clock_hz / 1e6:g} MHz system clock: {beats} "
+        f"{width}-bit beats a cycle sustained on long epochs, refresh included, measured in "
+        f"the simulated SoC (python -m benchmarks dram); engine clock: the system clock",
+        engine=_SOC_ENGINE.format(mhz=board.clock_hz / 1e6))
+
 
 #: Presets; every figure and its source (or "estimate") is in docs/PLATFORMS.md, whose table
 #: repeats each preset's ``engine`` word for word.
 PLATFORMS: dict[str, Platform] = {p.name: p for p in (
-    Platform("ulx3s-85f", ULX3S_DRAM_BEATS_PER_CYCLE * 8 * BOARD_FREQ_MHZ * 1e6,
-             BOARD_FREQ_MHZ * 1e6, 64,
-             f"ULX3S (ECP5-85F): 16-bit SDR SDRAM clocked with the engine at "
-             f"{BOARD_FREQ_MHZ:g} MHz = {2 * BOARD_FREQ_MHZ:g} MB/s peak; "
-             f"{ULX3S_DRAM_BEATS_PER_CYCLE} 64-bit beats a cycle sustained, refresh included, "
-             f"measured in the simulated SoC (python -m benchmarks dram); the "
-             f"{BOARD_LANES}-lane board build, routed, meets "
-             f"{BOARD_FREQ_MHZ:g} MHz (docs/results/synthesis.md)", lanes=BOARD_LANES,
-             engine=f"measured: engine v1's {BOARD_LANES}-lane W = 64 board build (zipsgd "
-                    f"synth), routed, {BOARD_FREQ_MHZ:g} MHz met (fmax 60.72 MHz), commit "
-                    "6e82656"),
-    Platform("orangecrab", ORANGECRAB_DRAM_BEATS_PER_CYCLE * 8 * ORANGECRAB_CLOCK_HZ,
-             ORANGECRAB_CLOCK_HZ, 64,
-             f"OrangeCrab (ECP5-85F): 16-bit DDR3L, LiteDRAM's ECP5 PHY (1:2) at the 48 MHz "
-             f"system clock = 384 MB/s peak; {ORANGECRAB_DRAM_BEATS_PER_CYCLE} 64-bit beats a "
-             f"cycle sustained, refresh included, measured in the simulated SoC (python -m "
-             f"benchmarks dram); engine at 48 MHz (estimate)",
-             engine="estimate: W/2 = 32 lanes at the board's 48 MHz system clock; engine "
-                    "v2's W = 64 SoC is placed (the ULX3S's: estimate 54.7 MHz), not routed"),
+    _board("ulx3s-85f", "ULX3S (ECP5-85F): 16-bit SDR SDRAM (AS4C32M16)"),
+    _board("orangecrab-85f", "OrangeCrab (ECP5-85F): 16-bit DDR3L (MT41K64M16), ECP5 DDR3 "
+                             "PHY 1:2"),
+    _board("ecpix5-85", "ECPIX-5 (ECP5-85F): 16-bit DDR3 (MT41K256M16), ECP5 DDR3 PHY 1:2"),
     Platform("pynq-z1", 0.8e9, 100e6, 64,
              "PYNQ-Z1 (Zynq-7020): one AXI HP port, 64 bits at 100 MHz = 0.8 GB/s",
              engine="estimate: W/2 = 32 lanes at 100 MHz, the PYNQ overlays' default PL "
@@ -287,26 +283,37 @@ class EngineModel2:
     def plan(self, n_features: int, layout: StreamLayout) -> tuple[int, int, float]:
         """``(A, P, window beats)``: the update's issue cycles (``(n + 1) / U``, ``U = W / 32``
         update units, when the lane classes allow it, else ``n + 1``; times ``sub_words``:
-        ``zipsgd/hw/v2/updater.py``), the fields of a window and its beats."""
+        ``zipsgd/hw/v2/updater.py``), the fields of a window and its beats (``L`` positions
+        of ``layout.field_width`` bits; raw32's 32-bit fields take four 8-bit positions)."""
         config = RunConfig2(encoding=layout.encoding, bits=layout.bits,
                             n_features=n_features)
         params = EngineParams2(self.bus_width, max(n_features, 1), 1)
         plan = lane_plan(config, params, 1)
         units = params.update_units
-        wide = (1 << plan.g_log2) >= units and layout.encoding is not Encoding.RAW32
-        beats = params.lanes * plan.field_width / self.bus_width
+        raw = layout.encoding is Encoding.RAW32
+        wide = (1 << plan.g_log2) >= units and not raw
+        beats = params.lanes * (plan.field_width if raw else layout.field_width) \
+            / self.bus_width
         issues = (n_features + 1) // (units if wide else 1) * sub_words(plan.wrap)
         return issues, plan.positions, beats
 
     def cycles(self, n_samples: int, n_features: int, layout: StreamLayout, batch: int,
-               update_mode: str) -> dict:
+               update_mode: str, rate: float = 1.0, fifo_beats: int = 0) -> dict:
         """``beats``, ``cycles`` (start to done), the update's issue cycles ``A``, the loop
         ``grad_latency + A + update_latency`` and ``steady`` (beats per cycle of a long epoch
-        of full batches)."""
+        of full batches).
+
+        ``rate``: the beats per cycle the memory delivers (1: the input is never idle).  The
+        memory may run ``fifo_beats`` ahead of the gearbox (the memory reader's FIFO), so
+        window ``w``'s last beat arrives ``window beats / rate`` cycles after window
+        ``w - 1``'s, and not before window ``w - fifo_beats / window beats`` was taken."""
         if update_mode not in UPDATE_MODES:
             raise ConfigError(f"update mode must be exact or delayed, found {update_mode!r}")
         if n_samples < 1 or batch < 1:
             raise ConfigError(f"samples and batch must be >= 1, found {n_samples}, {batch}")
+        if not (math.isfinite(rate) and 0 < rate <= 1) or fifo_beats < 0:
+            raise ConfigError(f"the memory's rate must be in (0, 1] beats per cycle and its "
+                              f"lead >= 0 beats, found {rate!r} and {fifo_beats!r}")
         a, positions, window_beats = self.plan(n_features, layout)
         fields = n_features + 1
         per_batch = batch * fields
@@ -330,12 +337,18 @@ class EngineModel2:
         ready.append(refreshed)
         used = 0.0
         uses: list[float] = []                 # when each window was used
-        arrived = 0.0
+        taken: list[float] = []                # when the gearbox had each window
+        arrived = delivered = 0.0
+        lead = int(fifo_beats // window_beats) if rate < 1 else 0
         next_batch = 1
         for w in range(-(-total // positions)):
-            arrived = arrived + window_beats
+            delivered += window_beats / rate
+            if lead and w >= lead:
+                delivered = max(delivered, taken[w - lead])
+            arrived = max(arrived + window_beats, delivered)
             if w >= self.buffered:
                 arrived = max(arrived, uses[w - self.buffered] + 1)
+            taken.append(arrived)
             t = max(arrived, used + 1, refreshed) if w else max(arrived, refreshed)
             first, last = w * positions, min((w + 1) * positions, total)
             while next_batch < batches and next_batch * per_batch < last:
@@ -383,11 +396,9 @@ def predicted_cycles(n_samples: int, n_features: int, layout: StreamLayout, batc
                          layout.slices_per_sample(n_features, engine.lanes))["cycles"]
 
 
-def _cost(platform: Platform, engine: EngineModel, n_samples: int, n_features: int,
-          layout: StreamLayout, batch: int, update_mode: str) -> dict:
-    if layout.bus_width != engine.bus_width:
-        raise ConfigError(f"the layout's bus width {layout.bus_width} differs from the "
-                          f"engine's {engine.bus_width}")
+def _cost_v1(platform: Platform, engine: EngineModel, n_samples: int, n_features: int,
+             layout: StreamLayout, batch: int, update_mode: str) -> dict:
+    """Engine v1's epoch: ``max(memory, issue cycles) + boundary cycles`` (no buffering)."""
     bps = layout.beats_per_sample(n_features)
     cyc = engine.cycles(n_samples, bps, batch, update_mode,
                         layout.slices_per_sample(n_features, engine.lanes))
@@ -405,23 +416,54 @@ def _cost(platform: Platform, engine: EngineModel, n_samples: int, n_features: i
             "bound": "memory" if memory_s > engine_s else "engine"}
 
 
-def epoch_cost(platform: Platform, engine: EngineModel | None, n_samples: int, n_features: int,
-               layout: StreamLayout, batch: int, update_mode: str = "delayed") -> dict:
-    """Model one epoch of ``n_samples`` x ``n_features`` in ``layout`` on ``platform``.
+@functools.lru_cache(maxsize=512)
+def _cost(platform: Platform, engine: EngineModel | EngineModel2, n_samples: int,
+          n_features: int, layout: StreamLayout, batch: int, update_mode: str) -> dict:
+    if layout.bus_width != engine.bus_width:
+        raise ConfigError(f"the layout's bus width {layout.bus_width} differs from the "
+                          f"engine's {engine.bus_width}")
+    if isinstance(engine, EngineModel):
+        return _cost_v1(platform, engine, n_samples, n_features, layout, batch, update_mode)
+    rate = platform.memory_rate
+    alone = engine.cycles(n_samples, n_features, layout, batch, update_mode)
+    fed = alone if rate == 1 else engine.cycles(n_samples, n_features, layout, batch,
+                                                update_mode, rate, MEMORY_LEAD_BEATS)
+    n_bytes = layout.stream_bytes(n_features, n_samples)
+    memory_s = n_bytes / platform.bandwidth
+    engine_s = alone["cycles"] / platform.clock_hz
+    return {"layout": str(layout), "bits_per_value": layout.bits_per_value(n_features, n_samples),
+            "bytes": n_bytes, "beats": fed["beats"], "memory_rate": rate,
+            "engine_cycles": fed["cycles"], "engine_alone_cycles": alone["cycles"],
+            "update_cycles": fed["update_cycles"], "memory_s": memory_s, "engine_s": engine_s,
+            "time_s": fed["cycles"] / platform.clock_hz,
+            "bound": "memory" if memory_s > engine_s else "engine"}
 
-    Returns a dict: ``bytes`` moved, ``beats``, ``engine_cycles`` (with ``update_stall_cycles``
-    and ``epoch_overhead_cycles``), ``memory_s``, ``engine_s`` (streaming beats only),
-    ``boundary_s``, ``time_s = max(memory_s, engine_s) + boundary_s``, ``bound`` (``memory`` or
-    ``engine``: the larger streaming time) and ``speedup_vs_raw32`` (raw32's ``time_s`` over
-    this one's, same platform, engine, batch and update mode).
+
+def epoch_cost(platform: Platform, engine: EngineModel | EngineModel2 | None, n_samples: int,
+               n_features: int, layout: StreamLayout, batch: int,
+               update_mode: str = "delayed") -> dict:
+    """Model one epoch of ``n_samples`` x ``n_features`` in ``layout`` on ``platform``
+    (engine v2; ``engine`` none given: ``EngineModel2(platform.bus_width)``; an
+    :class:`EngineModel` gives engine v1's figures, ``docs/PLATFORMS.md``).
+
+    Returns a dict: ``bytes`` moved, ``beats``, ``memory_rate`` (beats per clock),
+    ``engine_cycles`` (the epoch with the input at that rate), ``engine_alone_cycles`` (input
+    never idle), ``memory_s`` (bytes over bandwidth), ``engine_s`` (the engine alone),
+    ``time_s`` (``engine_cycles`` over the clock), ``bound`` (``memory`` or ``engine``: the
+    larger of ``memory_s`` and ``engine_s``) and ``speedup_vs_raw32`` (raw32's ``time_s``
+    over this one's, same platform, engine, batch and update mode).
+
+    Engine v1 (:class:`EngineModel`) returns ``issue_cycles``, ``update_stall_cycles``,
+    ``epoch_overhead_cycles`` and ``boundary_s`` in place of the rate and the engine alone,
+    and ``time_s = max(memory_s, engine_s) + boundary_s``.
 
     Raises
     ------
     ConfigError
         If the layout's bus width is not the engine's, or a count is out of range.
     """
-    engine = engine or EngineModel(platform.bus_width, platform.lanes)
-    cost = _cost(platform, engine, n_samples, n_features, layout, batch, update_mode)
+    engine = engine or EngineModel2(platform.bus_width)
+    cost = dict(_cost(platform, engine, n_samples, n_features, layout, batch, update_mode))
     raw = _cost(platform, engine, n_samples, n_features,
                 StreamLayout.make(Encoding.RAW32, 32, layout.bus_width), batch, update_mode)
     cost["speedup_vs_raw32"] = raw["time_s"] / cost["time_s"]

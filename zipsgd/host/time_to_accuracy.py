@@ -9,7 +9,9 @@ For one data set and platform (``zipsgd perf SOURCE --target``):
    and with ``single`` and ``double`` at each ``b``; an encoding's *epochs to target* is the
    first epoch whose training loss is at most the target (None: not reached in ``E`` epochs);
 3. its modeled time to target is that many epochs of :func:`~zipsgd.host.perf.epoch_cost`'s
-   ``time_s``; its speedup is raw32's time to target over its own;
+   ``time_s`` with engine v1's cycle model (:class:`~zipsgd.host.perf.EngineModel`, the
+   engine whose golden model trains in step 2); its speedup is raw32's time to target over
+   its own;
 4. a CPU baseline (:mod:`zipsgd.host.cpu_baseline`) measures NumPy mini-batch SGD on this
    machine to the same target, wall time.
 
@@ -27,7 +29,7 @@ from pathlib import Path
 from ..spec.errors import ConfigError, DatasetError
 from ..spec.stream import Encoding, StreamLayout
 from .cpu_baseline import machine_description, measure_cpu_baseline
-from .perf import PLATFORMS, TARGET_GAP, Platform, epoch_cost
+from .perf import PLATFORMS, TARGET_GAP, EngineModel, Platform, epoch_cost
 from .report import write_json, write_text
 from .study import STUDY_DATASETS, check_study_arguments, prepare_outputs, tune_alpha
 from .train import UPDATE_MODES, TrainSettings, load_scaled, train_in_memory
@@ -196,8 +198,10 @@ def time_to_accuracy(spec: str, platform: Platform | str, bits=DEFAULT_BITS,
     curves = training_curves(data, encodings, schedule, platform.bus_width)
     target = curves["target_loss"]
 
+    v1 = EngineModel(platform.bus_width)        # (the golden model above is engine v1's)
+
     def cost_of(layout):
-        return epoch_cost(platform, None, n_samples, n_features, layout, schedule.batch_size,
+        return epoch_cost(platform, v1, n_samples, n_features, layout, schedule.batch_size,
                           schedule.update_mode)
 
     rows = [_row(enc, b, StreamLayout.make(enc, b, platform.bus_width),
@@ -382,9 +386,9 @@ def _markdown(results: list[dict], command: str, seconds: float) -> str:
              f"final training loss + {100 * TARGET_GAP:g} %. The bit-exact engine model trains "
              "with each encoding (same step schedule alpha/k, batch, update mode and seed; the "
              "platform's bus width W); **epochs to target** is the first epoch at or below the "
-             "target; **time to target** is that many epochs of the performance model's epoch "
-             "time (`docs/PLATFORMS.md`: max(memory, engine streaming) + batch-boundary and "
-             "end-of-epoch cycles); **speedup** is raw32's time to target over the row's. "
+             "target; **time to target** is that many epochs of engine v1's performance model's "
+             "epoch time (`docs/PLATFORMS.md`: max(memory, engine streaming) + batch-boundary "
+             "and end-of-epoch cycles); **speedup** is raw32's time to target over the row's. "
              "**bits/value** counts the label and the padding of the last beat of each sample "
              "(raw32: 32 bits per field plus padding). The CPU row is NumPy mini-batch SGD "
              "(float64, plain updates, same schedule) measured on the machine above, median of "
