@@ -26,11 +26,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..hw.board_soc import SOC_BOARDS, SOC_PARAMS
-from ..hw.v2.reader import BURST, OUTSTANDING
 from ..spec.engine import SIM_MAX_BATCH, SIM_MAX_FEATURES, UPDATE_WINDOW, EngineParams
-from ..spec.engine2 import EngineParams2, RunConfig2, lane_plan, sub_words
+from ..spec.engine2 import (
+    BOARD_PARAMS2,
+    READER_BURST,
+    READER_OUTSTANDING,
+    EngineParams2,
+    RunConfig2,
+    lane_plan,
+    sub_words,
+)
 from ..spec.errors import ConfigError
+from ..spec.soc import SYSTEM_CLOCK_HZ
 from ..spec.stream import BUS_WIDTHS, Encoding, StreamLayout
 from .train import UPDATE_MODES, ScaledData, TrainSettings, train_in_memory
 
@@ -101,7 +108,7 @@ class Platform:
 DRAM_BEATS_PER_CYCLE = {"ulx3s-85f": 0.198, "orangecrab-85f": 0.786, "ecpix5-85": 0.693}
 #: How far the memory may run ahead of the engine: the memory reader's FIFO
 #: (``zipsgd/hw/v2/reader.py``).
-MEMORY_LEAD_BEATS = BURST * OUTSTANDING
+MEMORY_LEAD_BEATS = READER_BURST * READER_OUTSTANDING
 
 #: How a platform's ``engine`` begins.
 ENGINE_PROVENANCE = ("measured: ", "estimate: ")
@@ -113,16 +120,17 @@ _SOC_ENGINE = ("estimate: engine v2's W = 64 board SoC (32 lanes) at the board's
 
 
 def _board(name: str, dram: str) -> Platform:
-    """The preset of a board of ``SOC_BOARDS``: its DRAM as measured, its system clock."""
-    board = SOC_BOARDS[name]
-    width = SOC_PARAMS.bus_width
+    """The preset of a board SoC (``zipsgd/hw/board_soc.py``): its DRAM as measured, its
+    system clock, the board build's bus width."""
+    clock = SYSTEM_CLOCK_HZ[name]
+    width = BOARD_PARAMS2.bus_width
     beats = DRAM_BEATS_PER_CYCLE[name]
     return Platform(
-        name, beats * width / 8 * board.clock_hz, board.clock_hz, width,
-        f"{dram} under LiteDRAM at the {board.clock_hz / 1e6:g} MHz system clock: {beats} "
+        name, beats * width / 8 * clock, clock, width,
+        f"{dram} under LiteDRAM at the {clock / 1e6:g} MHz system clock: {beats} "
         f"{width}-bit beats a cycle sustained on long epochs, refresh included, measured in "
         f"the simulated SoC (python -m benchmarks dram); engine clock: the system clock",
-        engine=_SOC_ENGINE.format(mhz=board.clock_hz / 1e6))
+        engine=_SOC_ENGINE.format(mhz=clock / 1e6))
 
 
 #: Presets; every figure and its source (or "estimate") is in docs/PLATFORMS.md, whose table

@@ -30,6 +30,7 @@ from migen import Signal
 
 from ..spec.engine2 import BOARD_PARAMS2, EngineParams2
 from ..spec.errors import ConfigError
+from ..spec.soc import SYSTEM_CLOCK_HZ
 from .soc import (
     ENGINE_BASE,
     SIM_SDR16,
@@ -88,19 +89,21 @@ class SocBoard:
 SOC_BOARDS = {
     "ulx3s-85f": SocBoard(
         "ulx3s-85f", "litex_boards.targets.radiona_ulx3s",
-        (("device", "LFE5U-85F"), ("sdram_module_cls", "AS4C32M16")), 50e6,
+        (("device", "LFE5U-85F"), ("sdram_module_cls", "AS4C32M16")),
+        SYSTEM_CLOCK_HZ["ulx3s-85f"],
         "AS4C32M16 SDR SDRAM, 16 bits, 64 MiB", ("uart",), SIM_SDR16),
     "orangecrab-85f": SocBoard(
         "orangecrab-85f", "litex_boards.targets.gsd_orangecrab",
-        (("device", "85F"), ("revision", "0.2"), ("sdram_device", "MT41K64M16")), 48e6,
+        (("device", "85F"), ("revision", "0.2"), ("sdram_device", "MT41K64M16")),
+        SYSTEM_CLOCK_HZ["orangecrab-85f"],
         "MT41K64M16 DDR3, 16 bits, 128 MiB", ("uart",),
-        SimDram("orangecrab-85f", "MT41K64M16", "ecp5ddr3", 48_000_000),
+        SimDram("orangecrab-85f", "MT41K64M16", "ecp5ddr3", SYSTEM_CLOCK_HZ["orangecrab-85f"]),
         serial="feather_serial"),
     "ecpix5-85": SocBoard(
         "ecpix5-85", "litex_boards.targets.lambdaconcept_ecpix5",
-        (("device", "85F"), ("with_etherbone", True)), 50e6,
+        (("device", "85F"), ("with_etherbone", True)), SYSTEM_CLOCK_HZ["ecpix5-85"],
         "MT41K256M16 DDR3, 16 bits, 512 MiB", ("uart", "etherbone"),
-        SimDram("ecpix5-85", "MT41K256M16", "ecp5ddr3", 50_000_000)),
+        SimDram("ecpix5-85", "MT41K256M16", "ecp5ddr3", SYSTEM_CLOCK_HZ["ecpix5-85"])),
 }
 
 

@@ -45,7 +45,7 @@ __all__ = [
     "LOSS_ACC_WIDTH", "PARTIAL_WIDTH", "core_settings", "MAX_BATCH2", "update_units", "DECAY_FRAC",
     "DECAY_WIDTH", "step_register", "LanePlan", "lane_plan", "LANE_CAPACITY",
     "LANE_TABLE_FEATURES", "MAX_SAMPLE_WINDOWS", "MIN_SAMPLE_POSITIONS", "PARTIAL_REUSE",
-    "sub_words", "BOARD_PARAMS2",
+    "sub_words", "BOARD_PARAMS2", "READER_BURST", "READER_OUTSTANDING",
 ]
 
 #: The forward operand ``x_f``: ``<18, FL_f>``, one MULT18X18D input.
@@ -131,6 +131,12 @@ class EngineParams2:
 #: The engine a board build holds (the board SoCs', ``zipsgd/hw/board_soc.py``; the
 #: configuration of the synthesis figures, ``docs/results/synthesis.md``; ``make demo``'s).
 BOARD_PARAMS2 = EngineParams2(64, 8192, 512)
+
+#: The memory reader's bursts: beats per burst at most (a 4 KiB page holds 64 beats at
+#: W = 512), and bursts in flight at most; its FIFO holds their product
+#: (``zipsgd/hw/v2/reader.py``).
+READER_BURST = 64
+READER_OUTSTANDING = 4
 
 
 @dataclass(frozen=True)

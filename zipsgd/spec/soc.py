@@ -4,7 +4,7 @@ control word that hands the DRAM to its controller after the host's init sequenc
 
 from __future__ import annotations
 
-__all__ = ["ENGINE_BASE", "MAIN_RAM_BASE", "DFII", "DFII_SEL"]
+__all__ = ["ENGINE_BASE", "MAIN_RAM_BASE", "DFII", "DFII_SEL", "SYSTEM_CLOCK_HZ"]
 
 #: Where the engine's registers are on the SoC bus.
 ENGINE_BASE = 0x8000_0000
@@ -17,3 +17,8 @@ DFII = {"DFII_CONTROL_SEL": 0x01, "DFII_CONTROL_CKE": 0x02, "DFII_CONTROL_ODT": 
         "DFII_COMMAND_RDDATA": 0x20}
 #: DFII control: the controller, not the host, drives the DRAM (after the init sequence).
 DFII_SEL = DFII["DFII_CONTROL_SEL"]
+
+#: Each board SoC's system clock, which the engine runs on (``zipsgd/hw/board_soc.py``; the
+#: performance presets, ``zipsgd/host/perf.py``).
+SYSTEM_CLOCK_HZ = {"ulx3s-85f": 50_000_000, "orangecrab-85f": 48_000_000,
+                   "ecpix5-85": 50_000_000}

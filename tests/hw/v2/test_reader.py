@@ -1,7 +1,8 @@
 """``hw.v2.reader.MemoryReader`` against a Python AXI4 memory with DRAM-like latency: the
 beats of every epoch in order with ``last`` on each epoch's final one, the AXI4 read rules
-(bursts within a 4 KiB page and ``BURST`` beats, AR held until taken, at most ``OUTSTANDING``
-bursts in flight), the FIFO never overrun, read errors and aborts, and the bandwidth kept."""
+(bursts within a 4 KiB page and ``READER_BURST`` beats, AR held until taken, at most
+``READER_OUTSTANDING`` bursts in flight), the FIFO never overrun, read errors and aborts,
+and the bandwidth kept."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 from sim_support import simulate
 
 from zipsgd.hw.axi import PAGE_BYTES
-from zipsgd.hw.v2.reader import BURST, OUTSTANDING, MemoryReader
+from zipsgd.hw.v2.reader import MemoryReader
+from zipsgd.spec.engine2 import READER_BURST, READER_OUTSTANDING
 
 
 class Memory:
@@ -51,7 +53,7 @@ class Memory:
             addr, beats = ctx.get(bus.araddr), ctx.get(bus.arlen) + 1
             assert ctx.get(bus.arsize) == (self.bpb.bit_length() - 1)
             assert ctx.get(bus.arburst) == 1 and ctx.get(bus.arid) == 0
-            assert addr % self.bpb == 0 and 1 <= beats <= BURST
+            assert addr % self.bpb == 0 and 1 <= beats <= READER_BURST
             assert addr // PAGE_BYTES == (addr + beats * self.bpb - 1) // PAGE_BYTES
             self.ars.append((addr, beats))
             self.bursts.append([cycle + 1 + self.rng.randint(20, 100), addr, beats])
@@ -100,7 +102,7 @@ def run_reader(*, seed, width=64, base=0x0FC0, beats=50, epochs=3, ar_busy=0.2, 
             arv = ctx.get(dut.bus.arvalid)
             held = (ctx.get(dut.bus.araddr), ctx.get(dut.bus.arlen)) \
                 if arv and not mem.arready else None
-            assert len(mem.bursts) + int(arv and mem.arready) <= OUTSTANDING
+            assert len(mem.bursts) + int(arv and mem.arready) <= READER_OUTSTANDING
             received += int(mem.r is not None)
             # What the FIFO holds never exceeds its depth (beats in, less beats out).
             assert received - len(out) <= dut.depth + 1
@@ -143,7 +145,7 @@ def test_wide_beats_and_page_ends(width):
     log, words = run_reader(seed=7, width=width, base=0x3000 - 3 * width // 8, beats=200,
                             epochs=1)
     assert [d for d, _ in log["out"]] == words
-    assert max(n for _, n in log["ars"]) == BURST
+    assert max(n for _, n in log["ars"]) == READER_BURST
 
 
 def test_read_error_ends_the_epoch_and_stops():

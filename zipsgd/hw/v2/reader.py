@@ -2,8 +2,8 @@
 (``docs/HARDWARE.md``, "The memory reader").
 
 A run reads ``epochs`` passes over ``beats`` beats from ``base`` and hands them on as the core's
-beat stream, ``last`` on each epoch's final beat.  Bursts are INCR, at most ``BURST`` beats,
-never across a 4 KiB boundary, with up to ``OUTSTANDING`` in flight.  A burst is issued only
+beat stream, ``last`` on each epoch's final beat.  Bursts are INCR, at most ``READER_BURST`` beats,
+never across a 4 KiB boundary, with up to ``READER_OUTSTANDING`` in flight.  A burst is issued only
 when the FIFO has room for all the beats requested and not yet taken (``reserved``), so the R
 channel is never stalled (``rready`` is 1) and the reads of the next epoch go on while the
 core finishes this one.
@@ -20,16 +20,13 @@ from amaranth.hdl import Module, Mux, ResetInserter, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ...spec.engine2 import READER_BURST, READER_OUTSTANDING
 from ..axi import BURST_INCR, PAGE_BYTES, axi_read_signature
 from ..fifo import BufferedFifo
 from .gearbox import beat_layout
 
-__all__ = ["MemoryReader", "BURST", "OUTSTANDING", "ADDR_WIDTH"]
+__all__ = ["MemoryReader", "ADDR_WIDTH"]
 
-#: Beats per burst at most (a 4 KiB page holds 64 beats at W = 512).
-BURST = 64
-#: Bursts in flight at most.
-OUTSTANDING = 4
 #: Byte address width.
 ADDR_WIDTH = 32
 
@@ -44,7 +41,8 @@ class MemoryReader(wiring.Component):
     the proofs: a beat written to a full FIFO (never).
     """
 
-    def __init__(self, data_width: int, *, burst: int = BURST, outstanding: int = OUTSTANDING):
+    def __init__(self, data_width: int, *, burst: int = READER_BURST,
+                 outstanding: int = READER_OUTSTANDING):
         page_beats = PAGE_BYTES * 8 // data_width
         if not 1 <= burst <= min(256, page_beats) or burst & (burst - 1):
             self._MustUse__silence = True    # (not built: no "created but never used")
@@ -108,7 +106,7 @@ class MemoryReader(wiring.Component):
         return m
 
     def _issue(self, m, shift, reserved, outstanding):
-        """The AR channel: a burst of ``n`` beats from ``addr``, ``n`` the least of ``BURST``,
+        """The AR channel: a burst of ``n`` beats from ``addr``, ``n`` the least of ``burst``,
         the beats to the page's end and the epoch's beats left, computed a cycle ahead from
         registers (``fresh`` once it is the current registers').  Returns the issue strobe,
         ``n`` and ``issuing``."""
