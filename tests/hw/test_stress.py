@@ -17,6 +17,7 @@ import pytest
 from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
 from zipsgd.sim import runner, soak, soak2, stress
 from zipsgd.spec.engine import sim_params
+from zipsgd.spec.errors import ConfigError
 
 PARAMS = sim_params(64)
 
@@ -226,3 +227,33 @@ def test_soak2_smoke(tmp_path):
     assert [e["seed"] for e in entries[1:]] == soak.plan_seeds(3, 5_000, soak2.SOAK2_PARAMS,
                                                                   soak2.SOAK2)
     assert all(e["ok"] for e in entries[1:])
+
+
+def test_soak2_resume(tmp_path):
+    """A stopped soak goes on from the configurations it has not finished, on the same engine
+    Verilog only; a finished one runs nothing more."""
+    log = tmp_path / "log.jsonl"
+    out = io.StringIO()
+    seeds = soak.plan_seeds(284, 2_000, soak2.SOAK2_PARAMS, soak2.SOAK2)
+    assert len(seeds) >= 2
+    summary = soak.soak(2_000, 284, log, chunk_beats=1_000_000, timeout_s=1800, out=out,
+                        target=soak2.SOAK2)
+    lines = log.read_text().splitlines()
+    header = json.loads(lines[0])["soak"]
+    assert header["verilog"] == soak2.SOAK2.digest(soak2.SOAK2_PARAMS)
+    # Stopped before its last configuration: only that one runs again.
+    log.write_text("".join(line + "\n" for line in lines[:-1]))
+    again = soak.soak(2_000, 284, log, chunk_beats=1_000_000, timeout_s=1800, out=out,
+                      target=soak2.SOAK2, resume=True)
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["seed"] for e in entries[1:]] == seeds and all(e["ok"] for e in entries[1:])
+    assert (again["configs"], again["beats"]) == (summary["configs"], summary["beats"])
+    assert soak.soak(2_000, 284, log, chunk_beats=1_000_000, timeout_s=1800, out=out,
+                     target=soak2.SOAK2, resume=True)["beats"] == summary["beats"]
+    assert len(log.read_text().splitlines()) == len(entries)
+    # Another soak, or a log with a failure, is not resumed.
+    with pytest.raises(ConfigError, match="expected the last soak .* master seed 285"):
+        soak.soak(2_000, 285, log, 1_000_000, 1800, out=out, target=soak2.SOAK2, resume=True)
+    log.write_text(log.read_text().replace('"ok": true', '"ok": false', 1))
+    with pytest.raises(ConfigError, match=f"found seed {seeds[0]} failed"):
+        soak.soak(2_000, 284, log, 1_000_000, 1800, out=out, target=soak2.SOAK2, resume=True)

@@ -4,6 +4,7 @@ the golden model, every configuration logged with its seed so that a failure is 
     python -m zipsgd.sim.soak --beats 10000000 --seed 1     # `make soak`
     python -m zipsgd.sim.soak --replay SEED                 # one configuration again
     python -m zipsgd.sim.soak --summarize                   # figures of the last soak's log
+    python -m zipsgd.sim.soak --beats 10000000 --seed 1 --resume   # go on with a stopped soak
 
 A configuration is a pure function of its seed (:func:`soak_run`): encoding and bits, feature
 count, batch size, samples, epochs, update and rounding modes, formats, step, decay, threshold,
@@ -16,6 +17,8 @@ appends one JSON line per configuration to the log (``build/soak/log.jsonl``).
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import json
 import os
 import sys
@@ -106,6 +109,8 @@ class SoakTarget:
     beats: Callable
     simulate: Callable
     command: str
+    #: The digest of the engine's Verilog at ``params`` (a resumed soak needs the same).
+    digest: Callable | None = None
 
 
 def plan_seeds(master: int, beats: int, params=SOAK_PARAMS, target: SoakTarget | None = None
@@ -144,11 +149,18 @@ def _entries(log: Path, seeds: list[int]) -> dict[int, dict]:
     return out
 
 
+@functools.lru_cache(maxsize=4)
+def _verilog(make_top: Callable, top_name: str, params) -> str:
+    """The engine's Verilog at ``params``, elaborated once per process for every chunk."""
+    return runner.elaborate_verilog(make_top(params), top_name)
+
+
 def bench_simulator(make_top: Callable, top_name: str, bench: str, testcase: str) -> Callable:
     """A :class:`SoakTarget`'s ``simulate``: the engine ``make_top(params)`` built (cached)
     and the cocotb test ``testcase`` of module ``bench`` run on the seeds, logging to ``log``."""
     def simulate(seeds: list[int], log: Path, params, timeout_s: float):
-        runner.build_and_test(make_top(params), top_name, bench, testcase=testcase,
+        runner.build_and_test(_verilog(make_top, top_name, params), top_name, bench,
+                              testcase=testcase,
                               timeout_s=timeout_s,
                               test_params={"params": params.__dict__,
                                            "soak": {"seeds": seeds,
@@ -156,10 +168,18 @@ def bench_simulator(make_top: Callable, top_name: str, bench: str, testcase: str
     return simulate
 
 
+def verilog_digest(make_top: Callable, top_name: str) -> Callable:
+    """A :class:`SoakTarget`'s ``digest``: the SHA-256 of the engine's Verilog at ``params``
+    (the text the simulation builds), first 16 hex digits."""
+    def digest(params) -> str:
+        return hashlib.sha256(_verilog(make_top, top_name, params).encode()).hexdigest()[:16]
+    return digest
+
+
 #: Engine v1's soak (its engine, its configurations, ``zipsgd/sim/stress_bench.py``).
 V1 = SoakTarget("engine v1", SOAK_PARAMS, soak_run, run_beats,
                 bench_simulator(ZipsgdEngine, TOP_NAME, "zipsgd.sim.stress_bench", "soak_runs"),
-                "python -m zipsgd.sim.soak")
+                "python -m zipsgd.sim.soak", verilog_digest(ZipsgdEngine, TOP_NAME))
 
 
 def _failure(seeds: list[int], log: Path) -> int:
@@ -172,26 +192,53 @@ def _failure(seeds: list[int], log: Path) -> int:
     return seeds[-1]
 
 
+#: What a resumed soak must share with the log's last soak.
+_SAME_SOAK = ("master_seed", "beats", "configs", "params", "engine", "verilog")
+
+
+def _resumable(log: Path, header: dict) -> list[int]:
+    """The seeds the log's last soak finished bit-exact, when that soak is ``header``'s (same
+    seeds, build and engine Verilog) and none failed; :class:`ConfigError` otherwise."""
+    old, entries = last_soak(log) if log.is_file() else (None, [])
+    if old is None or any(old.get(k) != header[k] for k in _SAME_SOAK):
+        found = "no soak" if old is None else ", ".join(
+            f"{k} {old.get(k)!r}" for k in _SAME_SOAK if old.get(k) != header[k])
+        raise ConfigError(f"--resume: expected the last soak in {log} to be master seed "
+                          f"{header['master_seed']}, {header['beats']} beats, engine Verilog "
+                          f"{header['verilog']}; found {found}")
+    bad = [e["seed"] for e in entries if not e["ok"]]
+    if bad:
+        raise ConfigError(f"--resume: expected a soak without failures, found seed {bad[0]} "
+                          f"failed in {log} (replay it with --replay {bad[0]})")
+    return [e["seed"] for e in entries]
+
+
 def soak(beats: int, master: int, log: Path, chunk_beats: int, timeout_s: float,
-         params=None, out=sys.stdout, target: SoakTarget | None = None) -> dict:
+         params=None, out=sys.stdout, target: SoakTarget | None = None,
+         resume: bool = False) -> dict:
     """Run the soak of ``target`` (engine v1's unless given); returns the summary
     (``mismatches`` is 0 or 1: the soak stops at the first failure, whose seed and replay
-    command are printed)."""
+    command are printed).  With ``resume``, the log's last soak goes on from the
+    configurations it has not finished, if it is this one on the same engine Verilog."""
     target = target or V1
     params = target.params if params is None else params
     log.parent.mkdir(parents=True, exist_ok=True)
     seeds = plan_seeds(master, beats, params, target)
-    with open(log, "a") as file:
-        file.write(json.dumps({"soak": {"master_seed": master, "beats": beats,
-                                        "configs": len(seeds), "params": params.__dict__,
-                                        "engine": target.name,
-                                        "started": time.strftime("%Y-%m-%dT%H:%M:%S")}}) + "\n")
+    header = {"master_seed": master, "beats": beats, "configs": len(seeds),
+              "params": params.__dict__, "engine": target.name,
+              "verilog": target.digest(params) if target.digest else None,
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    finished = set(_resumable(log, header)) if resume else set()
+    if not resume:
+        with open(log, "a") as file:
+            file.write(json.dumps({"soak": header}) + "\n")
     print(f"soak ({target.name}): master seed {master}, {len(seeds)} configurations, at least "
-          f"{beats} beats, log {log}", file=out, flush=True)
+          f"{beats} beats, log {log}" + (f", {len(finished)} finished before" if resume else ""),
+          file=out, flush=True)
     started = time.monotonic()
-    done: list[int] = []
+    done: list[int] = [s for s in seeds if s in finished]
     failed = None
-    for chunk in _chunks(seeds, chunk_beats, params, target):
+    for chunk in _chunks([s for s in seeds if s not in finished], chunk_beats, params, target):
         try:
             target.simulate(chunk, log, params, timeout_s)
         except SimulationFailed as error:
@@ -302,6 +349,9 @@ def main(argv=None, target: SoakTarget | None = None, summarize=None, doc: str =
     parser.add_argument("--summary", type=Path, help="write the summary JSON here")
     parser.add_argument("--summarize", action="store_true",
                         help="print the figures of the last soak in --log and stop")
+    parser.add_argument("--resume", action="store_true",
+                        help="go on with the last soak in --log (same --seed and --beats, same "
+                             "engine Verilog) from the configurations it has not finished")
     args = parser.parse_args(argv)
     if args.beats < 1 or args.chunk_beats < 1:
         parser.exit(2, f"soak: --beats and --chunk-beats must be at least 1, found "
@@ -315,7 +365,7 @@ def main(argv=None, target: SoakTarget | None = None, summarize=None, doc: str =
         if args.replay is not None:
             return replay(args.replay, args.log, args.timeout, target=target)
         summary = soak(args.beats, args.seed, args.log, args.chunk_beats, args.timeout,
-                       target=target)
+                       target=target, resume=args.resume)
     except ConfigError as error:
         parser.exit(2, f"soak: {error}\n")
     if args.summary:

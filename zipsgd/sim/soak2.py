@@ -6,6 +6,7 @@ configuration logged with its seed so that a failure is replayed alone.
     python -m zipsgd.sim.soak2 --beats 10000000 --seed 1     # `make soak2`
     python -m zipsgd.sim.soak2 --replay SEED                 # one configuration again
     python -m zipsgd.sim.soak2 --summarize                   # figures of the last soak's log
+    python -m zipsgd.sim.soak2 --beats 10000000 --seed 1 --resume   # go on with a stopped soak
 
 A configuration is a pure function of its seed (:func:`soak_run2`): encoding and bits, feature
 count, batch size, samples (1,000 to 16,000 beats an epoch), epochs, update and rounding
@@ -28,7 +29,7 @@ from ..spec.engine2 import EngineParams2, lane_plan
 from ..spec.errors import ConfigError
 from ..spec.stream import StreamLayout
 from .core2_sim import run_config
-from .soak import SoakTarget, bench_simulator, last_soak
+from .soak import SoakTarget, bench_simulator, last_soak, verilog_digest
 from .soak import main as soak_main
 
 __all__ = ["SOAK2_PARAMS", "SOAK2", "soak_run2", "run_beats2", "summarize_log2", "main"]
@@ -90,7 +91,7 @@ def run_beats2(run: dict, params: EngineParams2 = SOAK2_PARAMS) -> int:
 SOAK2 = SoakTarget("engine v2", SOAK2_PARAMS, soak_run2, run_beats2,
                    bench_simulator(ZipsgdEngine2, TOP_NAME2, "zipsgd.sim.engine2_bench",
                                    "soak2_runs"),
-                   "python -m zipsgd.sim.soak2")
+                   "python -m zipsgd.sim.soak2", verilog_digest(ZipsgdEngine2, TOP_NAME2))
 
 
 def summarize_log2(log: Path) -> dict:
