@@ -321,9 +321,11 @@ def lane_plan(config: RunConfig2, params: EngineParams2, samples: int,
     wrap = fields // g
     limit = LANE_TABLE_FEATURES if per_feature_levels else LANE_CAPACITY
     if wrap > limit or -(-fields // positions) + 2 > MAX_SAMPLE_WINDOWS:
-        raise ConfigError(f"n_features must leave at most {limit} features per lane "
-                          f"(n+1 = {fields} over {positions // g} lane classes), "
-                          f"found n_features={config.n_features}")
+        raise ConfigError(f"n_features must leave at most {limit} features per lane and a "
+                          f"sample within {MAX_SAMPLE_WINDOWS - 2} windows, found "
+                          f"n_features={config.n_features}: n+1 = {fields} fields and "
+                          f"{positions} positions share the factor {g}, so each lane holds "
+                          f"{wrap} features")
     total = samples * fields
     last_window = (total - 1) // positions
     layout = StreamLayout(config.encoding, config.bits, params.bus_width)
