@@ -45,7 +45,7 @@ __all__ = [
     "LOSS_ACC_WIDTH", "PARTIAL_WIDTH", "core_settings", "MAX_BATCH2", "update_units", "DECAY_FRAC",
     "DECAY_WIDTH", "step_register", "LanePlan", "lane_plan", "LANE_CAPACITY",
     "LANE_TABLE_FEATURES", "MAX_SAMPLE_WINDOWS", "MIN_SAMPLE_POSITIONS", "PARTIAL_REUSE",
-    "sub_words", "BOARD_PARAMS2", "READER_BURST", "READER_OUTSTANDING",
+    "sub_words", "SUB_WORD_SHIFT", "BOARD_PARAMS2", "READER_BURST", "READER_OUTSTANDING",
 ]
 
 #: The forward operand ``x_f``: ``<18, FL_f>``, one MULT18X18D input.
@@ -263,6 +263,9 @@ MIN_SAMPLE_POSITIONS = 8
 #: A lane's partial word may be summed into again only this many terms (windows) after its
 #: last term: its read-modify-write forwards nothing (``docs/HARDWARE.md``, "Sums").
 PARTIAL_REUSE = 4
+#: Sub-word ``s`` of a feature's partial is at address ``a + (s << SUB_WORD_SHIFT)``
+#: (:func:`sub_words`): ``a < wrap < PARTIAL_REUSE <= 1 << SUB_WORD_SHIFT``, so no two meet.
+SUB_WORD_SHIFT = (PARTIAL_REUSE - 1).bit_length()
 
 
 def sub_words(wrap: int) -> int:
@@ -270,9 +273,9 @@ def sub_words(wrap: int) -> int:
 
     A lane meets its ``wrap`` features in turn, one per window, so with ``wrap <
     PARTIAL_REUSE`` a feature's terms would come back too soon: they rotate over ``p``
-    sub-words instead, sub-word ``s = t mod p`` of window ``t`` at address ``a + 4 s``, with
-    ``p`` coprime to ``wrap`` and ``wrap * p >= PARTIAL_REUSE`` (1 -> 4, 2 -> 3, 3 -> 2).  The
-    update sums a feature's sub-words (``p`` reads per address)."""
+    sub-words instead, sub-word ``s = t mod p`` of window ``t`` at address ``a + 4 s``
+    (:data:`SUB_WORD_SHIFT`), with ``p`` coprime to ``wrap`` and ``wrap * p >= PARTIAL_REUSE``
+    (1 -> 4, 2 -> 3, 3 -> 2).  The update sums a feature's sub-words (``p`` reads per address)."""
     if wrap >= PARTIAL_REUSE:
         return 1
     p = -(-PARTIAL_REUSE // wrap)

@@ -39,6 +39,7 @@ from zipsgd.spec.engine2 import (
     PARTIAL_REUSE,
     RESIDUAL_WIDTH,
     STEP_WIDTH,
+    SUB_WORD_SHIFT,
     EngineParams2,
     core_settings,
     sub_words,
@@ -620,7 +621,7 @@ class Core2(wiring.Component):
             m.d.sync += sub.eq(0)
         with m.Elif(window_end):
             m.d.sync += sub.eq(Mux(sub == c.last_sub, 0, sub + 1))
-        sub_addr = Cat(Const(0, 2), sub)
+        sub_addr = Cat(Const(0, SUB_WORD_SHIFT), sub)
         # The records of the passes to replay, fetched ahead (a read, then a register) into a
         # queue, so that a replay is decided from registers: the queue's head is pass rp.
         fp = Signal(32)                        # the next record to fetch

@@ -28,7 +28,13 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from zipsgd.spec.engine import DECAY_WIDTH, MODEL_STORAGE_WIDTH
-from zipsgd.spec.engine2 import FORWARD_WIDTH, PARTIAL_REUSE, PARTIAL_WIDTH, EngineParams2
+from zipsgd.spec.engine2 import (
+    FORWARD_WIDTH,
+    PARTIAL_REUSE,
+    PARTIAL_WIDTH,
+    SUB_WORD_SHIFT,
+    EngineParams2,
+)
 
 from ..arith import any_of, delay_line, popcount
 from ..core import UNUSED_COLLISION_ATTRIBUTE
@@ -125,7 +131,7 @@ class Updater(wiring.Component):
 
         # -- issue: (a, q, s) and the first feature j0 = a g + q * per ----------------------
         # ``s`` runs over a feature's sub-words (``last_sub`` 0 unless wrap < PARTIAL_REUSE),
-        # at address a + 4 s: the units sum them before their update.
+        # at address a + (s << SUB_WORD_SHIFT): the units sum them before their update.
         issuing, a, q, j0 = Signal(), Signal.like(self.upd_addr), Signal(range(lanes + 1)), \
             Signal(jw)
         sub = Signal(range(PARTIAL_REUSE))
@@ -138,7 +144,8 @@ class Updater(wiring.Component):
         # A refresh clears both partial memories (the update clears each word it reads).
         lane_class = lane_classes(m, lanes, units, self.g_log2, self.raw, wide_now, "lane_class")
         classes = lane_class(q)
-        m.d.comb += [self.busy.eq(busy), self.upd_addr.eq((a | Cat(Const(0, 2), sub))[:len(a)]),
+        sub_addr = Cat(Const(0, SUB_WORD_SHIFT), sub)
+        m.d.comb += [self.busy.eq(busy), self.upd_addr.eq((a | sub_addr)[:len(a)]),
                      self.upd_bank.eq(bank), self.upd_both.eq(refresh),
                      self.upd_enable.eq(Mux(issuing, classes, 0))]
         with m.If(self.start & ~busy):
