@@ -41,6 +41,8 @@ from .host.step_size import AUTO
 from .host.study import run_convergence_study, run_demo
 from .host.study_levels import DEFAULT_SEEDS, LEVEL_DATASETS, run_levels_study
 from .host.time_to_accuracy import (
+    PERFORMANCE_DATASETS,
+    PERFORMANCE_PLATFORMS,
     format_table,
     plot_curves,
     run_performance_study,
@@ -478,12 +480,11 @@ def _add_study(sub) -> None:
     c.add_argument("--force", action="store_true", help="overwrite existing results")
     c.set_defaults(run=_run_study)
     _add_levels_study(which)
-    t = _subparser(which, "performance", "time to accuracy of every encoding on two platforms, "
+    t = _subparser(which, "performance", "time to accuracy of every encoding on each platform, "
                                          "with a measured CPU baseline")
-    t.add_argument("--datasets", nargs="+",
-                   default=["synthetic:10", "synthetic:100", "synthetic:1000", "sklearn:diabetes"],
+    t.add_argument("--datasets", nargs="+", default=list(PERFORMANCE_DATASETS),
                    help="data sources")
-    t.add_argument("--platforms", nargs="+", default=["pynq-z1", "harp-v1"],
+    t.add_argument("--platforms", nargs="+", default=list(PERFORMANCE_PLATFORMS),
                    help="platform presets (docs/PLATFORMS.md)")
     t.add_argument("--bits", nargs="+", type=int, default=[1, 2, 4, 6, 8],
                    help="interval-index bits b of the single and double rows")
@@ -635,7 +636,7 @@ def _add_perf(sub) -> None:
     p.add_argument("--update-mode", default="delayed", choices=UPDATE_MODES,
                    help="the engine's update mode (see train)")
     p.add_argument("--target", action="store_true",
-                   help="time to accuracy: train float SGD and the golden model of every "
+                   help="time to accuracy: train float SGD and engine v2's golden model of every "
                         "encoding, find the first epoch within 1%% of float SGD's final loss, "
                         "and time NumPy SGD on this machine to the same loss")
     p.add_argument("--step-size", type=float, default=None,

@@ -154,46 +154,13 @@ def test_bytes_and_padding_per_sample():
     assert StreamLayout(Encoding.DOUBLE, 2, 512).beats_per_sample(128) == 2
 
 
-def test_epoch_cost_arithmetic_v1():
-    platform = Platform("test", bandwidth=100e6, clock_hz=10e6, bus_width=64)
-    layout = StreamLayout(Encoding.DOUBLE, 4, 64)
-    v1 = EngineModel(64)
-    cost = epoch_cost(platform, v1, 1000, 64, layout, 50, "exact")
-    assert cost["beats"] == 7000                        # what the v1 engine issues
-    assert cost["bytes"] == 48752                       # what memory moves: v2, back to back
-    assert cost["memory_s"] == pytest.approx(48752 / 100e6)
-    assert cost["engine_s"] == pytest.approx(7000 / 10e6)
-    assert cost["bound"] == "engine"                    # 70 MB/s consumed < 100 MB/s supplied
-    # depth 42, epoch_fixed 26, 7 beats per sample
-    stall = 19 * (42 + 7)                               # 20 batches, 19 boundaries
-    overhead = 26 + (42 + 7) + 7
-    assert cost["update_stall_cycles"] == stall
-    assert cost["epoch_overhead_cycles"] == overhead
-    assert cost["engine_cycles"] == 7000 + stall + overhead
-    assert cost["time_s"] == pytest.approx((7000 + stall + overhead) / 10e6)
-    raw = epoch_cost(platform, v1, 1000, 64, StreamLayout.make("raw32", 32, 64), 50, "exact")
-    assert raw["bytes"] == 32500 * 8
-    assert raw["bound"] == "engine"       # one W-bit beat per clock whatever the encoding
-    assert raw["speedup_vs_raw32"] == 1.0
-    assert raw["time_s"] == pytest.approx((33000 + 19 * 75 + 26 + 75 + 33) / 10e6)
-    assert cost["speedup_vs_raw32"] == pytest.approx(raw["time_s"] / cost["time_s"])
-    # At 50 MB/s (below the engine's 70 MB/s) every encoding is memory bound.
-    slow = Platform("slow", bandwidth=50e6, clock_hz=10e6, bus_width=64)
-    cost = epoch_cost(slow, v1, 1000, 64, layout, 50, "delayed")
-    assert cost["bound"] == "memory"
-    assert cost["update_stall_cycles"] == 0
-    # fixed + drain + first flush pass + second pass (UPDATE_WINDOW + 1 = 16 > 7 slices)
-    assert cost["time_s"] == pytest.approx(48752 / 50e6 + (26 + 49 + 7 + 16) / 10e6)
-
-
-@pytest.mark.parametrize("n_features", [1, 11, 100, 1000])
+@pytest.mark.parametrize("n_features", [1, 11, 100])
 def test_bytes_per_epoch_are_v2(n_features):
     """Memory moves samples back to back: bits per value within 1 % of field width x (n+1)/n
     for a large epoch (K = 12800 amortises the last beat's padding at every W)."""
     for platform in PLATFORMS.values():
-        v1 = EngineModel(platform.bus_width)            # (the bytes are the format's alone)
         for layout in encodings_for((1, 4, 8), platform.bus_width):
-            cost = epoch_cost(platform, v1, 12800, n_features, layout, 16)
+            cost = epoch_cost(platform, None, 12800, n_features, layout, 16)
             limit = layout.field_width * (n_features + 1) / n_features
             assert cost["bytes"] == layout.stream_bytes(n_features, 12800)
             assert limit <= cost["bits_per_value"] <= 1.01 * limit
@@ -318,8 +285,8 @@ if __name__ == "__main__":
 
 
 def test_lanes_slice_the_issue_cycles():
-    """With fewer lanes than fields per beat a sample takes its slices, not its beats, in
-    cycles; memory bytes do not change."""
+    """Engine v1: with fewer lanes than fields per beat a sample takes its slices, not its
+    beats, in cycles."""
     layout = StreamLayout.make("double", 1, 64)          # 21 fields per beat
     full = EngineModel(64)
     narrow = EngineModel(64, lanes=8)                     # 3 slices per full beat
@@ -331,10 +298,6 @@ def test_lanes_slice_the_issue_cycles():
     sliced = narrow.cycles(1000, 5, 16, "delayed", slices_per_sample=15)
     assert (wide["beats"], wide["issues"]) == (5000, 5000)
     assert (sliced["beats"], sliced["issues"]) == (5000, 15000)
-    platform = PLATFORMS["ulx3s-85f"]
-    a = epoch_cost(platform, full, 1000, n, layout, 16)
-    b = epoch_cost(platform, narrow, 1000, n, layout, 16)
-    assert a["bytes"] == b["bytes"] and b["issue_cycles"] == 3 * a["issue_cycles"]
 
 
 @pytest.mark.parametrize("lanes", [0, 1, 3, 6, 64, True, 2.0])

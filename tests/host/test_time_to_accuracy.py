@@ -13,7 +13,7 @@ import pytest
 from zipsgd.cli import main
 from zipsgd.golden.float_sgd import SgdSettings, objective, sgd_epoch
 from zipsgd.host.cpu_baseline import measure_cpu_baseline, numpy_sgd
-from zipsgd.host.perf import PLATFORMS, TARGET_GAP, EngineModel, epoch_cost
+from zipsgd.host.perf import PLATFORMS, TARGET_GAP, epoch_cost
 from zipsgd.host.time_to_accuracy import (
     FieldLayout,
     Schedule,
@@ -90,8 +90,8 @@ def test_times_are_epochs_times_the_modeled_epoch(result):
     for row in result["rows"]:
         if row["kind"] == "engine":
             layout = StreamLayout.make(row["encoding"], row["bits"], platform.bus_width)
-            cost = epoch_cost(platform, EngineModel(platform.bus_width), 400, 12, layout,
-                              SCHEDULE.batch_size, SCHEDULE.update_mode)
+            cost = epoch_cost(platform, None, 400, 12, layout, SCHEDULE.batch_size,
+                              SCHEDULE.update_mode)
             assert row["epoch_s"] == cost["time_s"] and row["bytes_per_epoch"] == cost["bytes"]
             assert row["bits_per_value"] == layout.bits_per_value(12, 400)
         if row["epochs_to_target"] is None:

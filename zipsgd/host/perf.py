@@ -15,7 +15,8 @@ The cycle model is fitted to, and tested against, the simulated core (input neve
 ``tests/host/test_perf.py``, ``python benchmarks/bench_throughput2.py``) and, with the input
 fed at a DRAM's rate, against the simulated SoCs of the boards (``python -m benchmarks dram``).
 The memory side is a sustained bandwidth per platform (:data:`PLATFORMS`, sources in
-``docs/PLATFORMS.md``).  :class:`EngineModel` is engine v1's cycle model (its simulations).
+``docs/PLATFORMS.md``).  :class:`EngineModel` is engine v1's cycle model, fitted to and
+tested against engine v1's simulations.
 """
 
 from __future__ import annotations
@@ -404,34 +405,12 @@ def predicted_cycles(n_samples: int, n_features: int, layout: StreamLayout, batc
                          layout.slices_per_sample(n_features, engine.lanes))["cycles"]
 
 
-def _cost_v1(platform: Platform, engine: EngineModel, n_samples: int, n_features: int,
-             layout: StreamLayout, batch: int, update_mode: str) -> dict:
-    """Engine v1's epoch: ``max(memory, issue cycles) + boundary cycles`` (no buffering)."""
-    bps = layout.beats_per_sample(n_features)
-    cyc = engine.cycles(n_samples, bps, batch, update_mode,
-                        layout.slices_per_sample(n_features, engine.lanes))
-    n_bytes = layout.stream_bytes(n_features, n_samples)
-    memory_s = n_bytes / platform.bandwidth
-    engine_s = cyc["issues"] / platform.clock_hz
-    boundary_s = (cyc["update_stall"] + cyc["epoch_overhead"]) / platform.clock_hz
-    return {"layout": str(layout), "bits_per_value": layout.bits_per_value(n_features, n_samples),
-            "beats_per_sample": bps, "bytes": n_bytes, "beats": cyc["beats"],
-            "issue_cycles": cyc["issues"],
-            "engine_cycles": cyc["cycles"], "update_stall_cycles": cyc["update_stall"],
-            "epoch_overhead_cycles": cyc["epoch_overhead"], "memory_s": memory_s,
-            "engine_s": engine_s, "boundary_s": boundary_s,
-            "time_s": max(memory_s, engine_s) + boundary_s,
-            "bound": "memory" if memory_s > engine_s else "engine"}
-
-
 @functools.lru_cache(maxsize=512)
-def _cost(platform: Platform, engine: EngineModel | EngineModel2, n_samples: int,
-          n_features: int, layout: StreamLayout, batch: int, update_mode: str) -> dict:
+def _cost(platform: Platform, engine: EngineModel2, n_samples: int, n_features: int,
+          layout: StreamLayout, batch: int, update_mode: str) -> dict:
     if layout.bus_width != engine.bus_width:
         raise ConfigError(f"the layout's bus width {layout.bus_width} differs from the "
                           f"engine's {engine.bus_width}")
-    if isinstance(engine, EngineModel):
-        return _cost_v1(platform, engine, n_samples, n_features, layout, batch, update_mode)
     rate = platform.memory_rate
     alone = engine.cycles(n_samples, n_features, layout, batch, update_mode)
     fed = alone if rate == 1 else engine.cycles(n_samples, n_features, layout, batch,
@@ -447,12 +426,11 @@ def _cost(platform: Platform, engine: EngineModel | EngineModel2, n_samples: int
             "bound": "memory" if memory_s > engine_s else "engine"}
 
 
-def epoch_cost(platform: Platform, engine: EngineModel | EngineModel2 | None, n_samples: int,
+def epoch_cost(platform: Platform, engine: EngineModel2 | None, n_samples: int,
                n_features: int, layout: StreamLayout, batch: int,
                update_mode: str = "delayed") -> dict:
     """Model one epoch of ``n_samples`` x ``n_features`` in ``layout`` on ``platform``
-    (engine v2; ``engine`` none given: ``EngineModel2(platform.bus_width)``; an
-    :class:`EngineModel` gives engine v1's figures, ``docs/PLATFORMS.md``).
+    (engine v2; ``engine`` none given: ``EngineModel2(platform.bus_width)``).
 
     Returns a dict: ``bytes`` moved, ``beats``, ``memory_rate`` (beats per clock),
     ``engine_cycles`` (the epoch with the input at that rate), ``engine_alone_cycles`` (input
@@ -460,10 +438,6 @@ def epoch_cost(platform: Platform, engine: EngineModel | EngineModel2 | None, n_
     ``time_s`` (``engine_cycles`` over the clock), ``bound`` (``memory`` or ``engine``: the
     larger of ``memory_s`` and ``engine_s``) and ``speedup_vs_raw32`` (raw32's ``time_s``
     over this one's, same platform, engine, batch and update mode).
-
-    Engine v1 (:class:`EngineModel`) returns ``issue_cycles``, ``update_stall_cycles``,
-    ``epoch_overhead_cycles`` and ``boundary_s`` in place of the rate and the engine alone,
-    and ``time_s = max(memory_s, engine_s) + boundary_s``.
 
     Raises
     ------
