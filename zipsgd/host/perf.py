@@ -116,8 +116,8 @@ ENGINE_PROVENANCE = ("measured: ", "estimate: ")
 _U280_ENGINE = ("estimate: W/2 = 256 lanes at 300 MHz, the usual Vitis kernel clock on this "
                 "card; no zipsgd build of an UltraScale+ (its tools are not on PyPI)")
 _SOC_ENGINE = ("estimate: engine v2's W = 64 board SoC (32 lanes) at the board's {mhz:g} MHz "
-               "system clock; the ULX3S's SoC is placed (nextpnr's estimate 54.7 MHz, commit "
-               "0ed2093), not routed")
+               "system clock; the ULX3S's SoC is placed (nextpnr's estimate 54.2 MHz, commit "
+               "b937345) and does not route")
 
 
 def _board(name: str, dram: str) -> Platform:
