@@ -41,6 +41,7 @@ from .host.step_size import AUTO
 from .host.study import run_convergence_study, run_demo
 from .host.study_levels import DEFAULT_SEEDS, LEVEL_DATASETS, run_levels_study
 from .host.time_to_accuracy import (
+    DEFAULT_BITS,
     PERFORMANCE_DATASETS,
     PERFORMANCE_PLATFORMS,
     format_table,
@@ -486,7 +487,7 @@ def _add_study(sub) -> None:
                    help="data sources")
     t.add_argument("--platforms", nargs="+", default=list(PERFORMANCE_PLATFORMS),
                    help="platform presets (docs/PLATFORMS.md)")
-    t.add_argument("--bits", nargs="+", type=int, default=[1, 2, 4, 6, 8],
+    t.add_argument("--bits", nargs="+", type=int, default=list(DEFAULT_BITS),
                    help="interval-index bits b of the single and double rows")
     t.add_argument("--epochs", type=int, default=None,
                    help="epochs of every data set (none given: each data set's own)")
@@ -627,7 +628,7 @@ def _add_perf(sub) -> None:
     p.add_argument("source", help="data source (see quantize)")
     p.add_argument("--platform", default="pynq-z1",
                    help=f"platform preset (docs/PLATFORMS.md): {', '.join(PLATFORMS)}")
-    p.add_argument("--bits", type=int, nargs="+", default=[1, 2, 4, 6, 8],
+    p.add_argument("--bits", type=int, nargs="+", default=list(DEFAULT_BITS),
                    help="interval-index bits b of the single and double rows")
     p.add_argument("--epochs", type=int, default=None,
                    help="epochs to total (none given: 1); with --target, epochs to train (none "

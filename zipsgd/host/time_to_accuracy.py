@@ -37,7 +37,7 @@ from .zsgd_file import atomic_output
 __all__ = ["Schedule", "schedule_for", "first_epoch_reaching", "training_curves",
            "FieldLayout", "time_to_accuracy", "format_table", "summary_lines", "plot_curves",
            "plot_name", "REFERENCES",
-           "PERFORMANCE_DATASETS", "PERFORMANCE_PLATFORMS", "SPEEDUP_GOAL",
+           "PERFORMANCE_DATASETS", "PERFORMANCE_PLATFORMS", "SPEEDUP_GOAL", "DEFAULT_BITS",
            "run_performance_study"]
 
 DEFAULT_BITS = (1, 2, 4, 6, 8)
@@ -428,13 +428,15 @@ _WHY = (
     "the encoding's.\n\n"
     "* Per epoch. Memory moves the samples back to back, b + 2 bits a value (double), b + 1 "
     "(single) or 32 (raw32), plus the label's field; the engine takes at most one W-bit beat "
-    "a clock at every encoding. Where the memory is the bound (every encoding on the ULX3S's "
-    "SDRAM; b >= 4 on the OrangeCrab's DDR3; raw32 on harp-v1) an epoch's time follows its "
-    "bytes, so the ratio approaches 32/(b+2). Where the engine is (b <= 2 on the OrangeCrab; "
-    "the smaller encodings on harp-v1, whose engine takes 12.8 GB/s against 6.5), the epoch "
-    "takes the engine's cycles: one beat a clock at most, and less with short batches, "
-    "whose model update (a loop of about 70 cycles plus one per feature) does not hide "
-    "behind the next batch's windows (`docs/results/throughput.md`).\n"
+    "a clock at every encoding, and fewer when its model update is the bound: in DELAYED "
+    "mode batch k + 2 waits for batch k's update, a loop of about 70 cycles plus the "
+    "update's issue cycles (`docs/results/throughput.md`), which a batch of 16 short samples "
+    "does not cover. Where the memory is the bound an epoch's time follows its bytes and the "
+    "ratio approaches 32/(b+2): every encoding of synthetic:100 on the ULX3S. Where the "
+    "engine is, the epoch takes the engine's cycles whatever its bytes: b <= 2 of "
+    "synthetic:100 on the OrangeCrab, every low-precision row of the 10- and 11-feature sets "
+    "there, and every low-precision row on harp-v1 (each row's bound is in "
+    "`performance.json`).\n"
     "* Epochs. The target is float SGD's final loss + 1 %, and float SGD is within 1 % of its "
     "final loss after a few epochs, so raw32, which follows float SGD closely, reaches the "
     "target in a few epochs. An encoding with few bits adds quantization variance to every "
