@@ -437,10 +437,18 @@ def test_board_presets_are_the_socs():
 
 
 def test_a_layout_the_engine_cannot_lay_out_has_no_figure(capsys):
-    """n + 1 = 1001 is odd: every lane would hold all 1001 features (at most 512)."""
-    layout = StreamLayout(Encoding.DOUBLE, 4, 64)
-    with pytest.raises(ConfigError, match="at most 512 features per lane"):
-        epoch_cost(PLATFORMS["pynq-z1"], None, 100, 1000, layout, 16)
-    assert main(["perf", "synthetic:1000:50", "--platform", "pynq-z1"]) == 2
+    """raw32 at n = 4000: 4002 slots are 501 windows of 8 words (at most 446)."""
+    layout = StreamLayout(Encoding.RAW32, 32, 64)
+    with pytest.raises(ConfigError, match="within 446 windows"):
+        epoch_cost(PLATFORMS["pynq-z1"], None, 100, 4000, layout, 16)
+    assert main(["perf", "synthetic:4000:50", "--platform", "pynq-z1"]) == 2
     err = capsys.readouterr().err
-    assert "at most 512 features per lane" in err and "Traceback" not in err
+    assert "within 446 windows" in err and "Traceback" not in err
+
+
+def test_long_samples_are_modelled_with_their_padding():
+    """n = 1000: 1002 slots (g = 2, 501 per lane); the model moves and issues them all."""
+    layout = StreamLayout(Encoding.DOUBLE, 4, 64)
+    cost = epoch_cost(PLATFORMS["ulx3s-85f"], None, 100, 1000, layout, 16)
+    assert cost["bytes"] == layout.stream_bytes(1000, 100) == -(-100 * 1002 * 6 // 64) * 8
+    assert EngineModel2(64).plan(1000, layout)[0] == 1002 // 2

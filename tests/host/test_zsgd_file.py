@@ -205,10 +205,12 @@ def test_bad_magic(good, tmp_path):
 
 def test_wrong_version(good, tmp_path):
     path, _, _ = good
-    data = patched(path.read_bytes(), version=3)
-    message = expect_error(write_bytes(tmp_path, data), "unsupported .zsgd version",
-                           "expected version 2", "found version 3", "re-pack", "zipsgd quantize")
-    assert "\n" not in message
+    for version in (2, 4):   # (version 2 did not pad samples of more than 512 fields)
+        data = patched(path.read_bytes(), version=version)
+        message = expect_error(write_bytes(tmp_path, data), "unsupported .zsgd version",
+                               "expected version 3", f"found version {version}", "re-pack",
+                               "zipsgd quantize")
+        assert "\n" not in message
 
 
 #: The version 1 header (every sample on new beats), as the version 1 writer wrote it.
@@ -236,7 +238,7 @@ def test_a_version_1_file_is_refused_with_advice(tmp_path, n_features):
                                                         dtype=np.uint64)
     path = tmp_path / "old.zsgd"
     write_v1_file(path, layout, fields)
-    message = expect_error(path, "unsupported .zsgd version", "expected version 2",
+    message = expect_error(path, "unsupported .zsgd version", f"expected version {VERSION}",
                            "found version 1", "re-pack the data with `zipsgd quantize`")
     assert "\n" not in message
 
@@ -580,3 +582,19 @@ def test_level_table_shape_and_encoding_are_checked(tmp_path):
     # levels = 1 without the table's bytes: the header size no longer matches
     expect_error(write_bytes(tmp_path, patched((tmp_path / "h.zsgd").read_bytes(), levels=1)),
                  "header size", "level table", f"found {header.header_bytes}")
+
+
+def test_a_nonzero_padding_slot_is_refused(tmp_path):
+    """Samples of more than 512 fields are padded on the wire; a reader refuses a padding slot
+    that is not zero, naming the epoch and the sample."""
+    header = make_header(n_features=600, n_samples=4, epoch_count=1)
+    payload = make_epochs(header)[0]
+    bits = np.unpackbits(payload, bitorder="little")
+    bits[(2 * 602 + 601) * header.layout.field_width] = 1      # sample 2's padding slot
+    path = tmp_path / "padded.zsgd"
+    write_stream(path, header, [np.packbits(bits, bitorder="little")])
+    data = StreamFile(path)
+    with pytest.raises(StreamFormatError) as info:
+        list(data.iter_fields(0))
+    assert "epoch 0" in str(info.value) and "sample 2 has a nonzero padding slot" in str(
+        info.value)

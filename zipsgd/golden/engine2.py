@@ -134,7 +134,7 @@ class GoldenEngine2:
                               f"found {fields.shape}")
         status = EpochStatus()
         status.samples = fields.shape[0]
-        status.beats = -(-fields.size * layout.field_width // params.bus_width)
+        status.beats = layout.stream_beats(cfg.n_features, fields.shape[0])
         pending = None
         for start in range(0, fields.shape[0], cfg.batch_size):
             gradient = self._batch(fields[start:start + cfg.batch_size], layout, status)

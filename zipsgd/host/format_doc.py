@@ -17,6 +17,7 @@ import numpy as np
 from ..spec import stream as stream_spec
 from ..spec.stream import (
     BUS_WIDTHS,
+    GROUP_LIMIT,
     LEVEL_ONE,
     Encoding,
     StreamLayout,
@@ -24,7 +25,7 @@ from ..spec.stream import (
     pack_stream,
 )
 from .quantize import epoch_rng, quantize_fields
-from .zsgd_file import FIXED_BYTES, HEADER_FIELDS, Scaling, StreamHeader, write_stream
+from .zsgd_file import FIXED_BYTES, HEADER_FIELDS, VERSION, Scaling, StreamHeader, write_stream
 
 __all__ = ["render", "EXAMPLE"]
 
@@ -216,12 +217,13 @@ sample bit is drawn independently (`double` draws two per field, label included)
 {_example()}
 ## Bits per value
 
-What an epoch moves per feature value, counting the label field and the final padding, in
-stream format v2 (`StreamLayout.bits_per_value`) against its limit `field_width (n+1)/n` (in
+What an epoch moves per feature value, counting the label field and all padding, in stream
+format v2 (`StreamLayout.bits_per_value`) against its limit `field_width (n+1)/n` (in
 brackets: how far above it) and against the v1 beat layout (`beats_per_sample W / n`, where
-every sample starts on a new beat). The v2 excess is at most `W / (K (n+1) field_width)` of the
-limit: under 1 % for every n >= 1, W and encoding once `K >= 100 W / ((n+1) field_width)`
-(K >= 12800 covers every case).
+every sample starts on a new beat). The final padding is at most `W / (K (n+1) field_width)` of
+the limit and a long sample's padding slots (n + 1 > {GROUP_LIMIT}) under 1/{GROUP_LIMIT // 2}:
+under 1 % in all for every n >= 1, W and encoding once `K >= 200 W / ((n+1) field_width)`
+(K >= 25600 covers every case).
 {_bits_per_value_tables()}
 ## The v1 beat layout (the current engine)
 
@@ -230,7 +232,7 @@ field may cross a 64-bit word boundary inside a beat when W > 64). The host conv
 stream into these beats as it feeds the current engine (`restream_v1`).
 
 {_layout_table()}
-## The `.zsgd` file (version 2)
+## The `.zsgd` file (version {VERSION})
 
 All integers little-endian. The payload follows the header: `epoch_count` v2 streams of
 `n_samples` samples each, every one starting on a fresh beat and `beats_per_epoch` beats long,
@@ -245,12 +247,13 @@ A level table (`levels` = 1) is allowed for `double` and `single` only; every ro
 are exactly those of `levels` = 0.
 
 A reader rejects (with `StreamFormatError`, naming what it expected and found): a wrong magic,
-another version (a version 1 file, where every sample starts on a new beat, is named as such
-with the advice to re-pack it with `zipsgd quantize`), a header CRC mismatch, a header size that
-does not match `n_features` and the level table, counts out of range (features 1..2^24-1,
-samples 1..2^40, epochs 1..2^16), a `beats_per_epoch` or `payload_bytes` that contradicts the
-layout, a bad level table, non-finite offsets or non-positive scales, a file shorter or longer
-than header plus payload, and a payload CRC mismatch. Writers write to a temporary file in the
+another version (named, with the advice to re-pack the data with `zipsgd quantize`: version 1
+put every sample on new beats, version 2 did not pad samples of more than {GROUP_LIMIT}
+fields), a header CRC mismatch, a header size that does not match `n_features` and the level
+table, counts out of range (features 1..2^24-1, samples 1..2^40, epochs 1..2^16), a
+`beats_per_epoch` or `payload_bytes` that contradicts the layout, a bad level table, non-finite
+offsets or non-positive scales, a file shorter or longer than header plus payload, a payload
+CRC mismatch and a nonzero padding slot. Writers write to a temporary file in the
 same folder and rename it into place.
 """
 

@@ -4,7 +4,7 @@ Memory moves the epoch in stream format v2 (samples back to back, ``StreamLayout
 to engine v2, which takes at most one ``W``-bit beat per clock at every encoding.  The epoch's
 cycles are :meth:`EngineModel2.cycles` with the input fed at the platform's memory rate::
 
-    bytes          = ceil(n_samples * (n_features + 1) * field_width / W) * W / 8
+    bytes          = ceil(n_samples * sample_fields(n) * field_width / W) * W / 8
     rate           = min(1, bandwidth / (f_clk * W / 8))        beats per cycle from memory
     time           = EngineModel2.cycles(..., rate, MEMORY_LEAD_BEATS) / f_clk
     memory time    = bytes / bandwidth
@@ -290,8 +290,9 @@ class EngineModel2:
     buffered: int = 4
 
     def plan(self, n_features: int, layout: StreamLayout) -> tuple[int, int, float]:
-        """``(A, P, window beats)``: the update's issue cycles (``(n + 1) / U``, ``U = W / 32``
-        update units, when the lane classes allow it, else ``n + 1``; times ``sub_words``:
+        """``(A, P, window beats, F)``: the update's issue cycles (``F / U``, ``U = W / 32``
+        update units, when the lane classes allow it, else ``F``, with ``F =
+        sample_fields(n)`` a sample's slots; times ``sub_words``:
         ``zipsgd/hw/v2/updater.py``), the fields of a window and its beats (``L`` positions
         of ``layout.field_width`` bits; raw32's 32-bit fields take four 8-bit positions)."""
         config = RunConfig2(encoding=layout.encoding, bits=layout.bits,
@@ -303,8 +304,8 @@ class EngineModel2:
         wide = (1 << plan.g_log2) >= units and not raw
         beats = params.lanes * (plan.field_width if raw else layout.field_width) \
             / self.bus_width
-        issues = (n_features + 1) // (units if wide else 1) * sub_words(plan.wrap)
-        return issues, plan.positions, beats
+        issues = plan.fields // (units if wide else 1) * sub_words(plan.wrap)
+        return issues, plan.positions, beats, plan.fields
 
     def cycles(self, n_samples: int, n_features: int, layout: StreamLayout, batch: int,
                update_mode: str, rate: float = 1.0, fifo_beats: int = 0) -> dict:
@@ -323,8 +324,7 @@ class EngineModel2:
         if not (math.isfinite(rate) and 0 < rate <= 1) or fifo_beats < 0:
             raise ConfigError(f"the memory's rate must be in (0, 1] beats per cycle and its "
                               f"lead >= 0 beats, found {rate!r} and {fifo_beats!r}")
-        a, positions, window_beats = self.plan(n_features, layout)
-        fields = n_features + 1
+        a, positions, window_beats, fields = self.plan(n_features, layout)
         per_batch = batch * fields
         total = n_samples * fields
         batches = -(-n_samples // batch)

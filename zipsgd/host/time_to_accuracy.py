@@ -42,8 +42,7 @@ __all__ = ["Schedule", "schedule_for", "first_epoch_reaching", "training_curves"
 
 DEFAULT_BITS = (1, 2, 4, 6, 8)
 #: The data sets and platforms of ``docs/results/performance.md``: the boards whose DRAM is
-#: measured, and the papers' platform.  (No n = 1000: engine v2's dense mode refuses an odd
-#: n + 1 above 511, ``docs/HARDWARE.md``, "Built so far".)
+#: measured, and the papers' platform.
 PERFORMANCE_DATASETS = ("synthetic:10", "synthetic:100", "sklearn:diabetes")
 PERFORMANCE_PLATFORMS = ("ulx3s-85f", "orangecrab-85f", "harp-v1")
 #: The goal: at equal final loss, this many times less time than raw32.

@@ -563,7 +563,7 @@ def _golden2_epochs(report, settings: TrainSettings, n_features: int, n_samples:
     if checked:
         results = backend.run_epochs(settings, params, jobs, np.zeros(n_features, np.int64),
                                      _engine_progress(progress))
-        _engine_results(report, results, expected, [(j.plan.total // (n_features + 1),
+        _engine_results(report, results, expected, [(j.plan.total // j.plan.fields,
                                                      j.config.model_frac) for j in jobs],
                         _same_status2, 2 * LOSS_FRAC2, losses, label_scale)
     return engine

@@ -6,10 +6,11 @@ scale table (``(offset, scale)`` float64 pairs, label first), the level table if
 :func:`~zipsgd.spec.stream.check_levels`) and a CRC-32 of everything before it;
 ``docs/FORMAT.md`` is generated from these definitions and has a worked example.
 
-The payload follows the header: ``epoch_count`` v2 streams (samples back to back,
-:mod:`zipsgd.spec.stream`) of ``n_samples`` samples each, every one starting on a fresh beat.
-A scaled value ``v`` stands for the original value ``offset + scale * v``.  Version 1 files
-(every sample on new beats) are refused with a message asking to re-pack them.
+The payload follows the header: ``epoch_count`` v2 streams (samples back to back, a
+sample of more than 512 fields padded, :mod:`zipsgd.spec.stream`) of ``n_samples`` samples
+each, every one starting on a fresh beat.  A scaled value ``v`` stands for the original value
+``offset + scale * v``.  Files of versions 1 (every sample on new beats) and 2 (long samples
+not padded) are refused with a message asking to re-pack them.
 
 Every problem with a file raises :class:`~zipsgd.spec.errors.StreamFormatError`.  Files are
 published with :class:`zipsgd.host.output.atomic_output`: an existing file is replaced only with
@@ -31,6 +32,7 @@ import numpy as np
 
 from ..spec.errors import ConfigError, StreamFormatError
 from ..spec.stream import (
+    GROUP_LIMIT,
     LEVEL_DTYPE,
     MAX_FEATURES,
     Encoding,
@@ -48,7 +50,7 @@ MAGIC = b"\x89ZSGD\r\n\x1a"
 #: The payload is read and checked in chunks of at most this many bytes (whole beats).
 CHUNK_BYTES = 1 << 24
 #: Version 2: samples back to back (stream format v2), optional level table.
-VERSION = 2
+VERSION = 3
 #: The fixed part of the header, in order: (name, struct code, meaning).  The one definition
 #: the reader, the writer and docs/FORMAT.md use.
 HEADER_FIELDS = (
@@ -70,7 +72,7 @@ HEADER_FIELDS = (
     ("epoch_first", "I", "epoch index of the first stream in the payload"),
     ("epoch_count", "I", "streams in the payload: epochs epoch_first, epoch_first + 1, ..."),
     ("seed", "Q", "quantization seed: epoch k used SeedSequence([seed, k])"),
-    ("beats_per_epoch", "Q", "beats of one epoch's stream: ceil(n_samples (n_features + 1) "
+    ("beats_per_epoch", "Q", "beats of one epoch's stream: ceil(n_samples sample_fields(n) "
                              "field_width / bus_width) (checked against the layout)"),
     ("payload_bytes", "Q", "bytes of payload after the header"),
     ("payload_crc32", "I", "CRC-32 (zlib) of the payload"),
@@ -215,7 +217,8 @@ def _decode_header(read) -> tuple[StreamHeader, int]:
         raise StreamFormatError(f"not a .zsgd file: expected magic {MAGIC!r}, found {magic!r}")
     if version != VERSION:
         raise StreamFormatError(f"unsupported .zsgd version: expected version {VERSION} "
-                                f"(samples packed back to back), found version {version}; "
+                                "(samples back to back, samples of more than "
+                                f"{GROUP_LIMIT} fields padded), found version {version}; "
                                 "re-pack the data with `zipsgd quantize`")
     fixed = start + read(FIXED_BYTES - _VERSION_END)
     if len(fixed) < FIXED_BYTES:
@@ -361,9 +364,12 @@ class EpochStreams:
         header = self.header
         unpacker = StreamUnpacker(header.layout, header.n_features, header.n_samples,
                                   max_samples)
-        for chunk in self.iter_epoch_chunks(index):
-            yield from unpacker.feed(chunk)
-        unpacker.finish()
+        try:
+            for chunk in self.iter_epoch_chunks(index):
+                yield from unpacker.feed(chunk)
+            unpacker.finish()
+        except ValueError as error:
+            raise StreamFormatError(f"epoch {index} of {self.name}: {error}") from None
 
     def info(self) -> dict:
         """The header and sizes, as ``zipsgd inspect`` prints them."""

@@ -174,6 +174,22 @@ def codebook_runs() -> list[dict]:
     return runs
 
 
+def padded_runs() -> list[dict]:
+    """Samples of more than 512 fields, padded on the wire (``sample_fields``): 1001 -> 1002
+    (wide update, the last unit idle at the last address), 1025 -> 1028 (wide, whole update
+    cycles of padding), 601 -> 602 (raw32: narrow, the padding feature alone in its cycle);
+    with decay and threshold, so a padding feature that moved would show."""
+    runs = []
+    for k, (encoding, bits, n) in enumerate((("double", 1, 1000), ("double", 3, 1024),
+                                             ("single", 8, 600), ("raw32", 32, 600))):
+        runs.append({"encoding": encoding, "bits": bits, "n": n, "batch": (4, 16)[k % 2],
+                     "mode": ("delayed", "exact")[k % 2], "rounding": ROUNDINGS[k % 3],
+                     "alpha": 0.1, "seed": 70 + k, "decay": 1 << 10, "threshold": 16,
+                     "samples": 30, "epochs": 2, "data_seed": 70 + k,
+                     "idle": 0.3 if k % 2 else 0.0, "levels": "uniform"})
+    return runs
+
+
 def run_core2(params: EngineParams2, runs: list[dict], report_dir=None, **kwargs) -> list[dict]:
     """Build (cached by the Verilog's hash) and run ``runs`` in one simulation; every epoch is
     checked bit for bit against the golden model.  Returns each epoch's ``beats`` and

@@ -47,8 +47,8 @@ def soak_run2(seed: int, params: EngineParams2 = SOAK2_PARAMS) -> dict:
     ``zipsgd/sim/engine2_bench.py``)."""
     rng = np.random.default_rng([seed, 0x50A2])
     encoding, bits = _PRECISIONS[int(rng.integers(len(_PRECISIONS)))]
-    # (Up to 500: a lane holds n + 1 features when n + 1 is odd, at most 512.)
-    n = int(min(params.max_features, np.exp(rng.uniform(0, np.log(500)))))
+    # (Up to 3000: samples of more than 512 fields are padded on the wire, ``sample_fields``.)
+    n = int(min(params.max_features, np.exp(rng.uniform(0, np.log(3000)))))
     batch = int(rng.choice([1, 2, 4, 8, 16, 32, 64, 256],
                            p=[.03, .07, .12, .18, .2, .18, .12, .1]))
     batch = min(batch, params.max_batch)

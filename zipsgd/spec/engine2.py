@@ -36,7 +36,14 @@ from .engine import (
 )
 from .errors import ConfigError
 from .fixed import RoundingMode
-from .stream import BUS_WIDTHS, QUANT_FEATURE_FRAC, Encoding, StreamLayout
+from .stream import (
+    BUS_WIDTHS,
+    GROUP_LIMIT,
+    QUANT_FEATURE_FRAC,
+    Encoding,
+    StreamLayout,
+    sample_fields,
+)
 
 __all__ = [
     "EngineParams2", "RunConfig2", "EpochStatus", "UpdateMode",
@@ -248,8 +255,9 @@ def step_register(alpha: float, config: RunConfig2) -> tuple[int, int]:
     return mantissa, exponent + base
 
 
-#: Words of a lane's per-feature memories (forward operands, partials, replay).
-LANE_CAPACITY = 512
+#: Words of a lane's per-feature memories (forward operands, partials, replay): the stream
+#: pads longer samples to fit (``sample_fields``).
+LANE_CAPACITY = GROUP_LIMIT
 #: Features a lane's per-feature level tables hold (2048 words, 16 levels each).
 LANE_TABLE_FEATURES = 128
 #: Windows a sample may span: the replay memory (``LANE_CAPACITY`` passes) also holds the
@@ -288,7 +296,9 @@ def sub_words(wrap: int) -> int:
 class LanePlan:
     """How engine v2 lays one epoch onto its lanes (dense mode, ``docs/HARDWARE.md``).
 
-    ``positions`` fields per window (``L``, or ``L/4`` raw32 words); lane ``k`` holds the
+    ``positions`` fields per window (``L``, or ``L/4`` raw32 words); ``fields`` slots per
+    sample (``sample_fields(n)``: ``n + 1`` and the padding of a long sample, whose features
+    ``j > n`` the update holds at 0); lane ``k`` holds the
     features ``j = k (mod 2**g_log2)`` at ``j >> g_log2`` (``wrap`` addresses); ``step`` is the
     address increment per window; ``last_window``/``last_valid`` end the stream; ``short``
     when a quantized sample has fewer than :data:`MIN_SAMPLE_POSITIONS` fields (each pass then
@@ -297,6 +307,7 @@ class LanePlan:
 
     field_width: int
     positions: int
+    fields: int
     g_log2: int
     wrap: int
     step: int
@@ -316,7 +327,7 @@ def lane_plan(config: RunConfig2, params: EngineParams2, samples: int,
     if samples < 1:
         raise ConfigError(f"an epoch needs at least 1 sample, found {samples}")
     raw = config.encoding is Encoding.RAW32
-    fields = config.n_features + 1
+    fields = sample_fields(config.n_features)
     positions = params.lanes // 4 if raw else params.lanes
     g = 1
     while fields % (2 * g) == 0 and positions % (2 * g) == 0:
@@ -326,14 +337,14 @@ def lane_plan(config: RunConfig2, params: EngineParams2, samples: int,
     if wrap > limit or -(-fields // positions) + 2 > MAX_SAMPLE_WINDOWS:
         raise ConfigError(f"n_features must leave at most {limit} features per lane and a "
                           f"sample within {MAX_SAMPLE_WINDOWS - 2} windows, found "
-                          f"n_features={config.n_features}: n+1 = {fields} fields and "
+                          f"n_features={config.n_features}: {fields} slots per sample and "
                           f"{positions} positions share the factor {g}, so each lane holds "
                           f"{wrap} features")
     total = samples * fields
     last_window = (total - 1) // positions
     layout = StreamLayout(config.encoding, config.bits, params.bus_width)
     return LanePlan(
-        field_width=8 if raw else layout.field_width, positions=positions,
+        field_width=8 if raw else layout.field_width, positions=positions, fields=fields,
         g_log2=g.bit_length() - 1, wrap=wrap, step=(positions % fields) // g,
         last_window=last_window, last_valid=total - last_window * positions,
         short=not raw and fields < MIN_SAMPLE_POSITIONS,

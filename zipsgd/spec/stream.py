@@ -6,18 +6,22 @@ the benches all use this module; ``docs/FORMAT.md`` shows it bit by bit.
 A *sample* is ``n_features + 1`` *fields*: field 0 is the label, fields ``1..n`` the features.
 Every field of a stream has the same width ``field_width`` (set by the encoding and bit width).
 
-Stream format v2 (samples back to back; what ``.zsgd`` files hold and the next engine reads):
-the fields of an epoch of ``K`` samples are numbered ``f = s*(n+1) + j`` (sample ``s``, field
-``j``; ``j = 0`` is the label), and field ``f`` occupies stream bits
-``[f*field_width, (f+1)*field_width)``, least significant bit first.  Beat ``t`` of
+Stream format v2 (samples back to back; what ``.zsgd`` files hold and the v2 engine reads): a
+sample of ``n + 1`` fields takes ``F = sample_fields(n)`` field slots: ``F = n + 1`` when
+``n + 1 <= GROUP_LIMIT`` (512), else ``n + 1`` rounded up to a multiple of the smallest power
+of two ``g`` with ``ceil((n + 1)/g) <= GROUP_LIMIT``, the slots after field ``n`` zero (the
+engine's lanes hold 512 features each, ``docs/HARDWARE.md``; this costs under
+``1/GROUP_LIMIT`` of the bits).  The slots of an epoch of ``K`` samples are numbered
+``f = s*F + j`` (sample ``s``, field ``j``; ``j = 0`` is the label), and slot ``f`` occupies
+stream bits ``[f*field_width, (f+1)*field_width)``, least significant bit first.  Beat ``t`` of
 ``bus_width`` bits holds stream bits ``[t*bus_width, (t+1)*bus_width)``, so a sample may start
 anywhere in a beat and a field may cross a beat (and a 64-bit word) boundary.  The bits after
-the epoch's last field are zero; the epoch takes
-``stream_beats = ceil(K*(n+1)*field_width / bus_width)`` beats and ``tlast`` is set on its last
+the epoch's last slot are zero; the epoch takes
+``stream_beats = ceil(K*F*field_width / bus_width)`` beats and ``tlast`` is set on its last
 beat only.  The engine is told ``K`` by a register, so padding is never taken for a sample.
 Beats are stored little-endian: byte ``k`` of a beat is ``tdata[8k+7:8k]``.  On the wire a
 feature value costs ``bits_per_value = stream_beats*bus_width / (K*n)`` bits, which tends to
-``field_width*(n+1)/n`` as ``K`` grows.
+``field_width*F/n`` as ``K`` grows.
 
 Beat layout v1 (what the current engine in ``zipsgd/hw`` reads, until the v2 engine replaces
 it): a sample starts on a new beat; a beat holds ``fields_per_beat = bus_width // field_width``
@@ -82,9 +86,15 @@ __all__ = [
     "unpack_beats_v1",
     "padding_is_zero_v1",
     "check_n_features",
+    "sample_fields",
+    "GROUP_LIMIT",
     "decode_fields",
     "DecodedSamples",
 ]
+
+#: Field slots a sample's group may have (:func:`sample_fields`): each of the engine's lanes
+#: holds the features of at most this many slots.
+GROUP_LIMIT = 512
 
 #: Supported AXI4-Stream data widths (bits per beat).
 BUS_WIDTHS = (64, 128, 256, 512)
@@ -188,12 +198,11 @@ class StreamLayout:
     # -- stream format v2: samples back to back --------------------------------------------
 
     def stream_bits(self, n_features: int, n_samples: int) -> int:
-        """Field bits of an epoch of ``n_samples`` samples (the padding not counted)."""
-        return _check_n_samples(n_samples) * (check_n_features(n_features) + 1) \
-            * self.field_width
+        """Slot bits of an epoch of ``n_samples`` samples (the final padding not counted)."""
+        return _check_n_samples(n_samples) * sample_fields(n_features) * self.field_width
 
     def stream_beats(self, n_features: int, n_samples: int) -> int:
-        """Beats of a v2 epoch: ``ceil(n_samples * (n_features + 1) * field_width / W)``."""
+        """Beats of a v2 epoch: ``ceil(n_samples * sample_fields(n) * field_width / W)``."""
         return -(-self.stream_bits(n_features, n_samples) // self.bus_width)
 
     def stream_bytes(self, n_features: int, n_samples: int) -> int:
@@ -201,8 +210,8 @@ class StreamLayout:
         return self.stream_beats(n_features, n_samples) * self.beat_bytes
 
     def bits_per_value(self, n_features: int, n_samples: int) -> float:
-        """Bits a v2 epoch moves per feature value, counting the label and the final padding:
-        at most ``field_width * (n+1)/n * (1 + W / (K*(n+1)*field_width))``."""
+        """Bits a v2 epoch moves per feature value, counting the label and the padding: at most
+        ``field_width * F/n * (1 + W / (K*F*field_width))``, ``F = sample_fields(n)``."""
         return self.stream_beats(n_features, n_samples) * self.bus_width \
             / (n_samples * n_features)
 
@@ -258,6 +267,16 @@ def check_n_features(n_features) -> int:
     if not isinstance(n_features, (int, np.integer)) or not 1 <= n_features <= MAX_FEATURES:
         raise ConfigError(f"feature count must be in 1..{MAX_FEATURES}, found {n_features!r}")
     return int(n_features)
+
+
+def sample_fields(n_features) -> int:
+    """Field slots of a sample in stream format v2: ``n + 1``, rounded up to a multiple of the
+    smallest power of two ``g`` with ``ceil((n + 1)/g) <= GROUP_LIMIT``."""
+    fields = check_n_features(n_features) + 1
+    g = 1
+    while -(-fields // g) > GROUP_LIMIT:
+        g *= 2
+    return -(-fields // g) * g
 
 
 def _check_n_samples(n_samples) -> int:
@@ -399,6 +418,7 @@ class StreamPacker:
     def __init__(self, layout: StreamLayout, n_features: int):
         self.layout = layout
         self.n_fields = check_n_features(n_features) + 1
+        self._slots = sample_fields(n_features)
         fw = layout.field_width
         # Whole beats come out only at multiples of lcm(fw, W) bits: carry the fields after.
         self._step = math.lcm(fw, layout.bus_width) // fw
@@ -409,6 +429,8 @@ class StreamPacker:
         of the beats now complete (possibly none)."""
         fields = _check_fields(fields, self.n_fields)
         _check_field_values(fields, self.layout.field_width)
+        if self._slots > self.n_fields:
+            fields = np.pad(fields, ((0, 0), (0, self._slots - self.n_fields)))
         flat = np.concatenate([self._carry, fields.reshape(-1)])
         whole = flat.size - flat.size % self._step
         self._carry = flat[whole:].copy()
@@ -457,6 +479,7 @@ class StreamUnpacker:
                  max_samples: int = 65536):
         self.layout = layout
         self.n_fields = check_n_features(n_features) + 1
+        self._slots = sample_fields(n_features)
         self.n_samples = _check_n_samples(n_samples)
         self.max_samples = max(1, int(max_samples))
         self.samples_read = 0
@@ -474,7 +497,7 @@ class StreamUnpacker:
         fw = self.layout.field_width
         _, period = _word_period(fw)
         # Unpack a bounded number of words at a time: fields take 64/fw times their bytes.
-        step = max(1, self.max_samples * self.n_fields * fw // (64 * period) + 1) * period
+        step = max(1, self.max_samples * self._slots * fw // (64 * period) + 1) * period
         words = raw.view("<u8").astype(np.uint64, copy=False)
         for start in range(0, words.size, step):
             part = np.concatenate([self._words, words[start:start + step]])
@@ -489,13 +512,19 @@ class StreamUnpacker:
             yield from self._samples(_unpack_words(last, fw))
 
     def _samples(self, new: np.ndarray):
-        remaining = (self.n_samples - self.samples_read) * self.n_fields
+        remaining = (self.n_samples - self.samples_read) * self._slots
         pending = np.concatenate([self._fields, new[:max(0, remaining - self._fields.size)]])
-        block = self.max_samples * self.n_fields
+        block = self.max_samples * self._slots
         # Full blocks only, but the epoch's last samples as soon as they are all here.
         while pending.size >= block or (pending.size and pending.size == remaining):
-            rows = pending[:block].reshape(-1, self.n_fields)
+            rows = pending[:block].reshape(-1, self._slots)
             pending, remaining = pending[rows.size:], remaining - rows.size
+            if self._slots > self.n_fields:
+                bad = np.flatnonzero(rows[:, self.n_fields:].any(axis=1))
+                if bad.size:
+                    raise ValueError(f"sample {self.samples_read + int(bad[0])} has a nonzero "
+                                     f"padding slot after its {self.n_fields} fields")
+                rows = np.ascontiguousarray(rows[:, :self.n_fields])
             self.samples_read += rows.shape[0]
             yield rows
         self._fields = pending.copy()
@@ -509,7 +538,8 @@ class StreamUnpacker:
 
 def unpack_stream(payload, layout: StreamLayout, n_features: int, n_samples: int) -> np.ndarray:
     """Inverse of :func:`pack_stream`: the ``(n_samples, n_features + 1)`` uint64 fields of a
-    v2 epoch.  Padding bits are not checked here (:func:`stream_padding_is_zero` does)."""
+    v2 epoch.  The padding slots inside samples must be zero (ValueError); the bits after the
+    last slot are not checked here (:func:`stream_padding_is_zero` does)."""
     unpacker = StreamUnpacker(layout, n_features, n_samples, max_samples=n_samples)
     raw = _as_bytes(payload)
     expected = layout.stream_bytes(n_features, n_samples)
@@ -522,7 +552,8 @@ def unpack_stream(payload, layout: StreamLayout, n_features: int, n_samples: int
 
 def stream_padding_is_zero(payload, layout: StreamLayout, n_features: int,
                            n_samples: int) -> bool:
-    """True when every bit of the v2 epoch ``payload`` after its last field is zero."""
+    """True when every bit of the v2 epoch ``payload`` after its last slot is zero (the
+    padding slots inside samples are checked by :class:`StreamUnpacker`)."""
     raw = _as_bytes(payload)
     used = layout.stream_bits(n_features, n_samples)
     full, rest = divmod(used, 8)

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from zipsgd.sim.core2_sim import SWEEP_FEATURES, codebook_runs, run_core2, sweep_runs
+from zipsgd.sim.core2_sim import (
+    SWEEP_FEATURES,
+    codebook_runs,
+    padded_runs,
+    run_core2,
+    sweep_runs,
+)
 from zipsgd.spec.engine2 import EngineParams2
 
 
@@ -27,3 +33,11 @@ def test_core2_codebooks(tmp_path, sim_options):
     params = EngineParams2(64, 4096, 512)
     report = run_core2(params, codebook_runs(), tmp_path, **sim_options)
     assert len(report) == sum(r["epochs"] for r in codebook_runs())
+
+
+def test_core2_padded_samples(tmp_path, sim_options):
+    """Samples of more than 512 fields that share no factor with the lanes, padded on the wire:
+    the padding features' forward operands are 0, so the model is the unpadded one's."""
+    params = EngineParams2(64, 4096, 512)
+    report = run_core2(params, padded_runs(), tmp_path, **sim_options)
+    assert len(report) == sum(r["epochs"] for r in padded_runs())

@@ -99,7 +99,8 @@ class UpdateUnit(wiring.Component):
         middle = product.latency + lat3 + 1 + 1
         valid = delay(self.valid, lat1 + 3 + middle + lat5, "valid")
         mclip = delay(clip_r, middle + lat5, "mclip")
-        m.d.sync += [self.new_word.eq(x3d), self.forward.eq(forward),
+        # An idle unit's forward operand is 0: the updater writes it for a padding feature.
+        m.d.sync += [self.new_word.eq(x3d), self.forward.eq(Mux(valid, forward, 0)),
                      self.forward_clipped.eq(fclip), self.model_clipped.eq(mclip),
                      self.out_valid.eq(valid)]
         assert lat1 + 3 + middle + lat5 + 1 == LATENCY, (lat1, product.latency, lat3, lat5)

@@ -278,9 +278,12 @@ class Updater(wiring.Component):
         # -- writes: the model (not in a refresh) and the forward operands ------------------
         out_q = delay_line(m, q, stage + UNIT_LATENCY, "out_q")
         out_a = delay_line(m, a, stage + UNIT_LATENCY, "out_a")
+        # Every issued feature's forward operand is written, a padding feature's (``j > n``,
+        # never updated: its unit is idle) as 0, so its products add nothing.
+        out_issued = delay_line(m, issuing & last_s, stage + UNIT_LATENCY, "out_issued")
         out_valid = outs[0][0].out_valid
         m.d.comb += [self.xf_addr.eq(Cat(out_a, buffer)),
-                     self.xf_we.eq(Mux(out_valid, lane_class(out_q), 0))]
+                     self.xf_we.eq(Mux(out_issued, lane_class(out_q), 0))]
         for u, (unit, _) in enumerate(outs):
             m.d.comb += self.xf_data[u].eq(Mux(wide, unit.forward, outs[0][0].forward))
         out_j0 = outs[0][1]
