@@ -43,7 +43,7 @@ __all__ = ["Schedule", "schedule_for", "first_epoch_reaching", "training_curves"
 DEFAULT_BITS = (1, 2, 4, 6, 8)
 #: The data sets and platforms of ``docs/results/performance.md``: the boards whose DRAM is
 #: measured, and the papers' platform.
-PERFORMANCE_DATASETS = ("synthetic:10", "synthetic:100", "sklearn:diabetes")
+PERFORMANCE_DATASETS = ("synthetic:10", "synthetic:100", "synthetic:1000", "sklearn:diabetes")
 PERFORMANCE_PLATFORMS = ("ulx3s-85f", "orangecrab-85f", "harp-v1")
 #: The goal: at equal final loss, this many times less time than raw32.
 SPEEDUP_GOAL = 8.0
