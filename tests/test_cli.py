@@ -66,7 +66,7 @@ def test_quantize_inspect_train_round_trip(tmp_path, capsys, stream):
     assert (info["encoding"], info["bits"], info["bus_width"]) == ("double", 4, 64)
     assert (info["n_samples"], info["n_features"], info["epoch_count"]) == (300, 8, 2)
     # double at 4 bits: 300 samples of 9 six-bit fields back to back are 16200 bits, 254 beats.
-    assert info["version"] == 2 and info["levels"] == "uniform"
+    assert info["version"] == 3 and info["levels"] == "uniform"
     assert info["beats_per_epoch"] == 254 and info["payload_bytes"] == 2 * 254 * 8
     assert stream.stat().st_size == info["header_bytes"] + info["payload_bytes"]
     assert info["bits_per_value"] == pytest.approx(254 * 64 / (300 * 8))
