@@ -12,6 +12,7 @@ import pytest
 
 from zipsgd.cli import main
 from zipsgd.golden.float_sgd import SgdSettings, objective, sgd_epoch
+from zipsgd.host import time_to_accuracy as module
 from zipsgd.host.cpu_baseline import measure_cpu_baseline, numpy_sgd
 from zipsgd.host.perf import PLATFORMS, TARGET_GAP, epoch_cost
 from zipsgd.host.time_to_accuracy import (
@@ -244,3 +245,23 @@ def test_cli_libsvm_file(tmp_path, capsys):
                  "--cpu-repeats", "1", "--platform", "harp-v1"]) == 0
     text = capsys.readouterr().out
     assert "120 samples x 5 features on harp-v1" in text and "CPU NumPy float64" in text
+
+
+def test_a_run_that_diverges_is_reported_not_raised(monkeypatch):
+    """An encoding whose loss rises at float SGD's step is a 'diverged' row (not reached, no
+    curve); the other rows and the study go on."""
+    real = module.train_in_memory
+
+    def train(data, settings):
+        if settings.backend == "golden2" and (settings.encoding, settings.bits) == ("single", 2):
+            raise ConfigError("the training loss rose from 0.1 to 0.3 in epoch 1: too large")
+        return real(data, settings)
+
+    monkeypatch.setattr(module, "train_in_memory", train)
+    out = time_to_accuracy(SOURCE, "pynq-z1", bits=(2, 8), schedule=SCHEDULE, cpu_repeats=1)
+    rows = {(r["encoding"], r["bits"]): r for r in out["rows"] if r["kind"] == "engine"}
+    bad = rows[("single", 2)]
+    assert bad["diverged"].startswith("the training loss rose") and bad["losses"] == []
+    assert bad["epochs_to_target"] is None and bad["final_loss"] is None
+    assert all(r["diverged"] is None for key, r in rows.items() if key != ("single", 2))
+    assert "diverged" in format_table(out, markdown=True)

@@ -598,3 +598,24 @@ def test_a_nonzero_padding_slot_is_refused(tmp_path):
         list(data.iter_fields(0))
     assert "epoch 0" in str(info.value) and "sample 2 has a nonzero padding slot" in str(
         info.value)
+
+
+def test_a_per_feature_table_pads_for_the_lanes_tables(tmp_path):
+    """201 fields with a per-feature level table are 202 slots (a lane's tables hold 128
+    features); with the same table in every row, 201 (one shared table)."""
+    layout = StreamLayout(Encoding.DOUBLE, 2, 64)
+    rng = np.random.default_rng(5)
+    table = np.array([[-256, *sorted(rng.choice(np.arange(-255, 256), 3, replace=False)), 256]
+                      for _ in range(201)])
+    for levels, slots in ((table, 202), (np.repeat(table[:1], 201, axis=0), 201)):
+        header = make_header(n_features=200, n_samples=5, epoch_count=1, layout=layout,
+                             levels=levels)
+        assert header.layout.sample_fields(200) == slots
+        fields = rng.integers(0, 16, (5, 201), dtype=np.uint64)
+        payload = pack_stream(fields, header.layout)
+        assert payload.size == -(-5 * slots * 4 // 64) * 8
+        path = tmp_path / f"t{slots}.zsgd"
+        write_stream(path, header, [payload])
+        data = StreamFile(path)
+        assert data.header.layout.tables == (slots == 202)
+        assert np.array_equal(np.concatenate(list(data.iter_fields(0))), fields)

@@ -19,6 +19,7 @@ from zipsgd.spec.stream import (
     BUS_WIDTHS,
     GROUP_LIMIT,
     LEVEL_ONE,
+    TABLE_GROUP_LIMIT,
     Encoding,
     StreamLayout,
     StreamPacker,
@@ -27,6 +28,7 @@ from zipsgd.spec.stream import (
     decode_fields,
     pack_beats_v1,
     pack_stream,
+    per_feature_levels,
     restream_v1,
     sample_fields,
     stream_padding_is_zero,
@@ -336,3 +338,30 @@ def test_padded_samples_round_trip_and_padding_must_be_zero(n):
     bits[bit] = 1
     with pytest.raises(ValueError, match="sample 4 has a nonzero padding slot"):
         unpack_stream(np.packbits(bits, bitorder="little"), layout, n, 9)
+
+
+@pytest.mark.parametrize("n", [1, 127, 128, 200, 256, 1000, 4095])
+def test_per_feature_tables_pad_for_the_lanes_tables(n):
+    """With per-feature level tables a group holds at most 128 slots: under 1/64 padding."""
+    slots = sample_fields(n, tables=True)
+    if n + 1 <= TABLE_GROUP_LIMIT:
+        assert slots == n + 1
+        return
+    g = 1
+    while -(-(n + 1) // g) > TABLE_GROUP_LIMIT:
+        g *= 2
+    assert slots % g == 0 and slots // g <= TABLE_GROUP_LIMIT and n + 1 <= slots < n + 1 + g
+    assert (slots - n - 1) / (n + 1) < 1 / 64
+    layout = StreamLayout(Encoding.DOUBLE, 2, 64, tables=True)
+    assert layout.sample_fields(n) == slots
+    assert layout.stream_bits(n, 3) == 3 * slots * 4
+
+
+def test_per_feature_levels_and_raw32_tables():
+    assert not per_feature_levels(None)
+    assert not per_feature_levels(uniform_levels(2, 5))      # one row for every feature
+    table = uniform_levels(2, 5).copy()
+    table[3, 1] += 1
+    assert per_feature_levels(table)
+    with pytest.raises(ConfigError, match="raw32 streams have no level tables"):
+        StreamLayout(Encoding.RAW32, 32, 64, tables=True)

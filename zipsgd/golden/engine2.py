@@ -30,7 +30,13 @@ from ..spec.engine2 import (
 from ..spec.errors import ConfigError
 from ..spec.fixed import RAND_BITS, RoundingMode, align, saturate, shift_right
 from ..spec.rng import XorshiftBank, generate, seed_states
-from ..spec.stream import RAW_ONE, Encoding, StreamLayout, decode_fields
+from ..spec.stream import (
+    RAW_ONE,
+    Encoding,
+    StreamLayout,
+    decode_fields,
+    per_feature_levels,
+)
 
 __all__ = ["GoldenEngine2", "decode2", "forward_operand"]
 
@@ -127,7 +133,8 @@ class GoldenEngine2:
     def run_epoch_fields(self, fields: np.ndarray) -> EpochStatus:
         """Train one epoch on ``(samples, n+1)`` fields; returns the status registers."""
         cfg, params = self.config, self.params
-        layout = StreamLayout(cfg.encoding, cfg.bits, params.bus_width)
+        layout = StreamLayout(cfg.encoding, cfg.bits, params.bus_width,
+                              tables=per_feature_levels(self.levels))
         fields = np.asarray(fields, dtype=np.uint64)
         if fields.ndim != 2 or fields.shape[1] != cfg.n_features + 1:
             raise ConfigError(f"fields must be (samples, {cfg.n_features + 1}), "

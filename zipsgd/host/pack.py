@@ -131,6 +131,7 @@ def packed_stream(source: DataSource, layout: StreamLayout, *, seed: int = 0, ep
         table = uniform_levels(layout.bits, n_features)
     header = StreamHeader(layout, n_features, stats.count, seed, scaling, offsets, scales,
                           epoch_first, epochs, intercept=add_intercept, levels=table)
+    layout = header.layout          # (per-feature tables pad long samples: ``sample_fields``)
 
     def payload() -> Iterator[np.ndarray]:
         with _progress_bar(progress, stats.count * epochs, "quantize") as bar:

@@ -120,12 +120,16 @@ def training_curves(data, encodings, schedule: Schedule, bus_width: int) -> dict
         alpha = schedule.step_size
         float_report = train_in_memory(data, replace(base, backend="float"))
     float_losses = [r["loss"] for r in float_report["epochs"]]
-    losses = {}
+    losses, diverged = {}, {}
     for encoding, bits in encodings:
-        report = train_in_memory(data, replace(base, backend="golden2", encoding=encoding,
-                                               bits=bits, step_size=alpha))
+        try:
+            report = train_in_memory(data, replace(base, backend="golden2", encoding=encoding,
+                                                   bits=bits, step_size=alpha))
+        except ConfigError as error:   # the run diverged at float SGD's step: no losses
+            losses[(encoding, bits)], diverged[(encoding, bits)] = [], str(error)
+            continue
         losses[(encoding, bits)] = [r["loss"] for r in report["epochs"]]
-    return {"alpha": alpha, "float_losses": float_losses,
+    return {"alpha": alpha, "float_losses": float_losses, "diverged": diverged,
             "target_loss": float_losses[-1] * (1 + TARGET_GAP), "losses": losses}
 
 
@@ -158,14 +162,16 @@ def _encodings(bits) -> list[tuple[str, int]]:
     return [("raw32", 32)] + [(enc, b) for enc in ("single", "double") for b in bits]
 
 
-def _row(encoding, bits, layout, losses, target, cost_of) -> dict:
+def _row(encoding, bits, layout, losses, target, cost_of, diverged=None) -> dict:
+    """A row; ``diverged``: the message of a run that stopped (no losses, target not reached)."""
     cost = cost_of(layout)
     epochs = first_epoch_reaching(losses, target)
     return {"encoding": encoding, "bits": bits, "layout": str(layout),
             "bits_per_value": cost["bits_per_value"], "bytes_per_epoch": cost["bytes"],
             "epoch_s": cost["time_s"], "bound": cost["bound"],
             "epoch_speedup_vs_raw32": cost["speedup_vs_raw32"], "losses": losses,
-            "final_loss": losses[-1], "epochs_to_target": epochs,
+            "final_loss": losses[-1] if losses else None, "diverged": diverged,
+            "epochs_to_target": epochs,
             "time_to_target_s": None if epochs is None else epochs * cost["time_s"]}
 
 
@@ -203,7 +209,8 @@ def time_to_accuracy(spec: str, platform: Platform | str, bits=DEFAULT_BITS,
                           schedule.update_mode)
 
     rows = [_row(enc, b, StreamLayout.make(enc, b, platform.bus_width),
-                 curves["losses"][(enc, b)], target, cost_of) for enc, b in encodings]
+                 curves["losses"][(enc, b)], target, cost_of, curves["diverged"].get((enc, b)))
+            for enc, b in encodings]
     raw_time = rows[0]["time_to_target_s"]
     for row in rows:
         row["kind"] = "engine"
@@ -215,7 +222,7 @@ def time_to_accuracy(spec: str, platform: Platform | str, bits=DEFAULT_BITS,
     if best is not None and best["encoding"] == "double":
         context = _row("2b-bit layout", best["bits"],
                        FieldLayout(Encoding.DOUBLE, best["bits"], platform.bus_width,
-                                   2 * best["bits"]),
+                                   field_bits=2 * best["bits"]),
                        best["losses"], target, cost_of)
         context["kind"] = "context"
         context["speedup_vs_raw32"] = _ratio(raw_time, context["time_to_target_s"])
@@ -273,7 +280,7 @@ def format_table(result: dict, markdown: bool = False) -> str:
                       f"{row['bits_per_value']:.2f}",
                       "not reached" if epochs is None else str(epochs),
                       _time(row["time_to_target_s"]), _speedup(row["speedup_vs_raw32"]),
-                      f"{row['final_loss']:.6g}"))
+                      "diverged" if row.get("diverged") else f"{row['final_loss']:.6g}"))
     cpu = result["cpu"]
     cells.append((result["dataset"], f"CPU NumPy {cpu['dtype']}", "-",
                   f"{8 * _dtype_bytes(cpu['dtype'])}",
@@ -342,6 +349,8 @@ def plot_curves(result: dict, path, force: bool = False) -> None:
     engine_rows = [r for r in result["rows"] if r["kind"] == "engine"]
     all_bits = sorted({r["bits"] for r in engine_rows if r["encoding"] != "raw32"})
     for row in engine_rows:
+        if not row["losses"]:      # (a run that diverged)
+            continue
         epochs = range(1, len(row["losses"]) + 1)
         # Colour by b, line style by encoding: single and double at the same b side by side.
         if row["encoding"] == "raw32":
@@ -442,7 +451,8 @@ _WHY = (
     "gradient; with the step alpha/k it reaches the 1 % band later, or not within E epochs "
     "('not reached'), so the smallest encodings, which have the largest speedup per epoch, "
     "drop out, and the best row is the smallest b that still reaches the target in about "
-    "raw32's epochs.")
+    "raw32's epochs. With many features the variance can make the loss rise at float SGD's "
+    "step: such a run stops ('diverged', no curve) and counts as not reached.")
 
 
 def run_performance_study(datasets=PERFORMANCE_DATASETS, platforms=PERFORMANCE_PLATFORMS,

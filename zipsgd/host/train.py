@@ -63,6 +63,7 @@ from ..spec.stream import (
     StreamLayout,
     pack_beats_v1,
     pack_stream,
+    per_feature_levels,
     restream_v1,
     uniform_levels,
 )
@@ -576,9 +577,9 @@ def _epoch_job2(params: EngineParams2, config: RunConfig2, fields: np.ndarray, t
     raw = config.encoding is Encoding.RAW32
     if table is None and not raw:
         table = uniform_levels(config.bits, config.n_features)
-    per_feature = table is not None and bool((table != table[:1]).any())
+    per_feature = per_feature_levels(table)
     plan = lane_plan(config, params, fields.shape[0], per_feature)
-    layout = StreamLayout(config.encoding, config.bits, params.bus_width)
+    layout = StreamLayout(config.encoding, config.bits, params.bus_width, tables=per_feature)
     return EpochJob2(config, plan, pack_stream(fields, layout), write_seed=first,
                      levels=table if first else None, per_feature=per_feature)
 

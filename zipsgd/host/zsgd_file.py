@@ -39,6 +39,7 @@ from ..spec.stream import (
     StreamLayout,
     StreamUnpacker,
     check_levels,
+    per_feature_levels,
 )
 from .output import atomic_output
 
@@ -64,7 +65,8 @@ HEADER_FIELDS = (
     ("label_format", "B", "0: the label is field 0 of every sample, encoded like a feature"),
     ("scaling", "B", "0 maxabs, 1 minmax"),
     ("levels", "B", "0: uniform levels; 1: a level table follows the scale table (double and "
-                    "single only)"),
+                    "single only; if its rows differ, samples are padded for per-feature "
+                    "tables: sample_fields(n, tables))"),
     ("flags", "I", "bit 0: the last feature is an added intercept column (constant 1); "
                    "other bits zero"),
     ("n_features", "I", "features per sample (the label not counted)"),
@@ -72,8 +74,9 @@ HEADER_FIELDS = (
     ("epoch_first", "I", "epoch index of the first stream in the payload"),
     ("epoch_count", "I", "streams in the payload: epochs epoch_first, epoch_first + 1, ..."),
     ("seed", "Q", "quantization seed: epoch k used SeedSequence([seed, k])"),
-    ("beats_per_epoch", "Q", "beats of one epoch's stream: ceil(n_samples sample_fields(n) "
-                             "field_width / bus_width) (checked against the layout)"),
+    ("beats_per_epoch", "Q", "beats of one epoch's stream: ceil(n_samples F "
+                             "field_width / bus_width), F = sample_fields(n, tables) (checked "
+                             "against the layout)"),
     ("payload_bytes", "Q", "bytes of payload after the header"),
     ("payload_crc32", "I", "CRC-32 (zlib) of the payload"),
 )
@@ -145,6 +148,9 @@ class StreamHeader:
         if self.levels is not None:
             object.__setattr__(self, "levels",
                                check_levels(self.levels, self.layout, self.n_features))
+        # A per-feature table pads long samples for the lanes' tables (``sample_fields``).
+        object.__setattr__(self, "layout",
+                           replace(self.layout, tables=per_feature_levels(self.levels)))
         if self.header_bytes > _MAX_U32:
             raise ConfigError(f"header of {self.header_bytes} bytes: expected at most "
                               f"{_MAX_U32} (fewer features or a smaller level table)")

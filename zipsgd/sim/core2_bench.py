@@ -58,7 +58,8 @@ async def _run(dut, params: EngineParams2, run: dict, report: list):
     dut.model_we.value = 0
     idle = np.random.default_rng(run.get("data_seed", 1) + 1)
     for epoch in range(run["epochs"]):
-        fields, layout = random_fields(rng, cfg, run["samples"], params.bus_width)
+        fields, layout = random_fields(rng, cfg, run["samples"], params.bus_width,
+                                      per_feature)
         beats = [int.from_bytes(b.tobytes(), "little") for b in
                  pack_stream(fields, layout).reshape(-1, params.bus_width // 8)]
         status = golden.run_epoch_fields(fields)

@@ -106,9 +106,10 @@ def prepare_run(params: EngineParams2, run: dict) -> RunSetup:
     return RunSetup(cfg, plan, per_feature, table, model, golden, rng)
 
 
-def random_fields(rng, cfg: RunConfig2, samples: int, bus_width: int):
-    """Random fields of every value (raw32: words in [-2**30, 2**30]) and their layout."""
-    layout = StreamLayout(cfg.encoding, cfg.bits, bus_width)
+def random_fields(rng, cfg: RunConfig2, samples: int, bus_width: int, tables: bool = False):
+    """Random fields of every value (raw32: words in [-2**30, 2**30]) and their layout
+    (``tables``: per-feature level tables, which pad long samples for them)."""
+    layout = StreamLayout(cfg.encoding, cfg.bits, bus_width, tables=tables)
     if cfg.encoding is Encoding.RAW32:
         words = rng.integers(-(1 << 30), (1 << 30) + 1, (samples, cfg.n_features + 1))
         return words.astype(np.int64).astype(np.uint32).astype(np.uint64), layout
@@ -175,18 +176,21 @@ def codebook_runs() -> list[dict]:
 
 
 def padded_runs() -> list[dict]:
-    """Samples of more than 512 fields, padded on the wire (``sample_fields``): 1001 -> 1002
-    (wide update, the last unit idle at the last address), 1025 -> 1028 (wide, whole update
-    cycles of padding), 601 -> 602 (raw32: narrow, the padding feature alone in its cycle);
-    with decay and threshold, so a padding feature that moved would show."""
+    """Samples of more than 512 fields (128 with per-feature level tables), padded on the wire
+    (``sample_fields``): 1001 -> 1002 (wide update, the last unit idle at the last address),
+    1025 -> 1028 (wide, whole update cycles of padding), 601 -> 602 (raw32: narrow, the
+    padding feature alone in its cycle), per-feature tables 201 -> 202 and 1001 -> 1008; with
+    decay and threshold, so a padding feature that moved would show."""
     runs = []
-    for k, (encoding, bits, n) in enumerate((("double", 1, 1000), ("double", 3, 1024),
-                                             ("single", 8, 600), ("raw32", 32, 600))):
+    for k, (encoding, bits, n, levels) in enumerate((
+            ("double", 1, 1000, "uniform"), ("double", 3, 1024, "uniform"),
+            ("single", 8, 600, "uniform"), ("raw32", 32, 600, "uniform"),
+            ("double", 2, 200, "random"), ("single", 4, 1000, "random"))):
         runs.append({"encoding": encoding, "bits": bits, "n": n, "batch": (4, 16)[k % 2],
                      "mode": ("delayed", "exact")[k % 2], "rounding": ROUNDINGS[k % 3],
                      "alpha": 0.1, "seed": 70 + k, "decay": 1 << 10, "threshold": 16,
                      "samples": 30, "epochs": 2, "data_seed": 70 + k,
-                     "idle": 0.3 if k % 2 else 0.0, "levels": "uniform"})
+                     "idle": 0.3 if k % 2 else 0.0, "levels": levels})
     return runs
 
 

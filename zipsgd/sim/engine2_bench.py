@@ -128,7 +128,8 @@ async def _run(tb: TB2, run: dict, report: list):
     await tb.write_model(model)
     tb.idle(run.get("idle", 0.0), run.get("data_seed", 1) + 1)
     for epoch in range(run["epochs"]):
-        fields, layout = random_fields(rng, cfg, run["samples"], params.bus_width)
+        fields, layout = random_fields(rng, cfg, run["samples"], params.bus_width,
+                                      per_feature)
         want = golden.run_epoch_fields(fields)
         await tb.write(_offset("CTRL"), 1)
         await tb.source.send(AxiStreamFrame(_beats_bytes(fields, layout)))
@@ -261,7 +262,8 @@ async def _memory_run(tb: TB2, ram: DramRead, run: dict, report: list):
         await tb.writes(regs.level_writes(setup.table if setup.per_feature
                                           else setup.table[:1]))
     await tb.write_model(setup.model)
-    fields, layout = random_fields(setup.rng, cfg, run["samples"], params.bus_width)
+    fields, layout = random_fields(setup.rng, cfg, run["samples"], params.bus_width,
+                                   setup.per_feature)
     data = _beats_bytes(fields, layout)
     base = run.get("base", 0x1000 - 5 * params.bus_width // 8)   # (its first burst is short)
     ram.write(base, data)
@@ -313,7 +315,8 @@ async def engine2_memory_errors(dut):
     beat = params.bus_width // 8
     run = spec["runs"][0]
     setup = prepare_run(params, run)
-    fields, layout = random_fields(setup.rng, setup.config, run["samples"], params.bus_width)
+    fields, layout = random_fields(setup.rng, setup.config, run["samples"], params.bus_width,
+                                   setup.per_feature)
     data = _beats_bytes(fields, layout)
     base = 0x2000
     ram = DramRead(AxiReadBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=_RAM_BYTES,

@@ -83,7 +83,8 @@ def soak_run2(seed: int, params: EngineParams2 = SOAK2_PARAMS) -> dict:
 
 def run_beats2(run: dict, params: EngineParams2 = SOAK2_PARAMS) -> int:
     """Beats a run streams (all epochs)."""
-    layout = StreamLayout.make(run["encoding"], run["bits"], params.bus_width)
+    layout = StreamLayout.make(run["encoding"], run["bits"], params.bus_width,
+                               tables=run.get("levels") in ("random", "optimal"))
     return layout.stream_beats(run["n"], run["samples"]) * run["epochs"]
 
 

@@ -103,7 +103,8 @@ async def soc_memory_runs(dut):
         await host.run(driver.engine_writes(
             base, [(regs.MAP.register("MODEL_INDEX").offset, 0)]
             + [(regs.MAP.register("MODEL_DATA").offset, int(w)) for w in setup.model]))
-        fields, layout = random_fields(setup.rng, cfg, run["samples"], params.bus_width)
+        fields, layout = random_fields(setup.rng, cfg, run["samples"], params.bus_width,
+                                       setup.per_feature)
         data = pack_stream(fields, layout).tobytes()
         await host.run(driver.upload(ram + offset, data))
         clock = _Counter(dut)

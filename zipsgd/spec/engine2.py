@@ -40,6 +40,7 @@ from .stream import (
     BUS_WIDTHS,
     GROUP_LIMIT,
     QUANT_FEATURE_FRAC,
+    TABLE_GROUP_LIMIT,
     Encoding,
     StreamLayout,
     sample_fields,
@@ -258,8 +259,9 @@ def step_register(alpha: float, config: RunConfig2) -> tuple[int, int]:
 #: Words of a lane's per-feature memories (forward operands, partials, replay): the stream
 #: pads longer samples to fit (``sample_fields``).
 LANE_CAPACITY = GROUP_LIMIT
-#: Features a lane's per-feature level tables hold (2048 words, 16 levels each).
-LANE_TABLE_FEATURES = 128
+#: Features a lane's per-feature level tables hold (2048 words, 16 levels each): the stream
+#: pads longer samples to fit when it has per-feature tables.
+LANE_TABLE_FEATURES = TABLE_GROUP_LIMIT
 #: Windows a sample may span: the replay memory (``LANE_CAPACITY`` passes) also holds the
 #: passes issued while the sample's residual is computed.
 MAX_SAMPLE_WINDOWS = 448
@@ -327,7 +329,7 @@ def lane_plan(config: RunConfig2, params: EngineParams2, samples: int,
     if samples < 1:
         raise ConfigError(f"an epoch needs at least 1 sample, found {samples}")
     raw = config.encoding is Encoding.RAW32
-    fields = sample_fields(config.n_features)
+    fields = sample_fields(config.n_features, per_feature_levels)
     positions = params.lanes // 4 if raw else params.lanes
     g = 1
     while fields % (2 * g) == 0 and positions % (2 * g) == 0:
@@ -342,7 +344,8 @@ def lane_plan(config: RunConfig2, params: EngineParams2, samples: int,
                           f"{wrap} features")
     total = samples * fields
     last_window = (total - 1) // positions
-    layout = StreamLayout(config.encoding, config.bits, params.bus_width)
+    layout = StreamLayout(config.encoding, config.bits, params.bus_width,
+                          tables=per_feature_levels)
     return LanePlan(
         field_width=8 if raw else layout.field_width, positions=positions, fields=fields,
         g_log2=g.bit_length() - 1, wrap=wrap, step=(positions % fields) // g,

@@ -11,7 +11,10 @@ sample of ``n + 1`` fields takes ``F = sample_fields(n)`` field slots: ``F = n +
 ``n + 1 <= GROUP_LIMIT`` (512), else ``n + 1`` rounded up to a multiple of the smallest power
 of two ``g`` with ``ceil((n + 1)/g) <= GROUP_LIMIT``, the slots after field ``n`` zero (the
 engine's lanes hold 512 features each, ``docs/HARDWARE.md``; this costs under
-``1/GROUP_LIMIT`` of the bits).  The slots of an epoch of ``K`` samples are numbered
+``2/GROUP_LIMIT`` of the bits).  A stream with per-feature level tables (a level table whose
+rows are not all the same, :func:`per_feature_levels`; ``StreamLayout.tables``) uses
+``TABLE_GROUP_LIMIT`` (128, the features a lane's level tables hold) in place of
+``GROUP_LIMIT``.  The slots of an epoch of ``K`` samples are numbered
 ``f = s*F + j`` (sample ``s``, field ``j``; ``j = 0`` is the label), and slot ``f`` occupies
 stream bits ``[f*field_width, (f+1)*field_width)``, least significant bit first.  Beat ``t`` of
 ``bus_width`` bits holds stream bits ``[t*bus_width, (t+1)*bus_width)``, so a sample may start
@@ -53,6 +56,7 @@ exactly the uniform words.  A ``RAW32`` word is clamped to ``[-2**30, 2**30]`` (
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from dataclasses import dataclass
@@ -87,7 +91,9 @@ __all__ = [
     "padding_is_zero_v1",
     "check_n_features",
     "sample_fields",
+    "per_feature_levels",
     "GROUP_LIMIT",
+    "TABLE_GROUP_LIMIT",
     "decode_fields",
     "DecodedSamples",
 ]
@@ -95,6 +101,9 @@ __all__ = [
 #: Field slots a sample's group may have (:func:`sample_fields`): each of the engine's lanes
 #: holds the features of at most this many slots.
 GROUP_LIMIT = 512
+#: The same with per-feature level tables (``StreamLayout.tables``): the features a lane's
+#: level tables hold.
+TABLE_GROUP_LIMIT = 128
 
 #: Supported AXI4-Stream data widths (bits per beat).
 BUS_WIDTHS = (64, 128, 256, 512)
@@ -154,6 +163,9 @@ class StreamLayout:
         Interval-index bits ``b`` in 1..8 for ``DOUBLE`` and ``SINGLE``; must be 32 for ``RAW32``.
     bus_width : int
         Bits per AXI4-Stream beat, one of :data:`BUS_WIDTHS`.
+    tables : bool
+        The stream has per-feature level tables (:func:`per_feature_levels`), so its samples
+        are padded for :data:`TABLE_GROUP_LIMIT` (:func:`sample_fields`); quantized only.
 
     Raises
     ------
@@ -164,6 +176,7 @@ class StreamLayout:
     encoding: Encoding
     bits: int
     bus_width: int = 64
+    tables: bool = dataclasses.field(default=False, kw_only=True)
 
     def __post_init__(self):
         object.__setattr__(self, "encoding", Encoding.parse(self.encoding))
@@ -172,14 +185,20 @@ class StreamLayout:
         if self.encoding is Encoding.RAW32:
             if self.bits != 32:
                 raise ConfigError(f"raw32 stores 32 bits per value, found bits={self.bits!r}")
+            if self.tables:
+                raise ConfigError("raw32 streams have no level tables")
         elif not isinstance(self.bits, int) or not 1 <= self.bits <= 8:
             raise ConfigError(f"bits must be an integer in 1..8, found {self.bits!r}")
 
     @classmethod
-    def make(cls, encoding, bits, bus_width: int = 64) -> StreamLayout:
+    def make(cls, encoding, bits, bus_width: int = 64, tables: bool = False) -> StreamLayout:
         """Like the constructor, but ``bits`` is ignored (set to 32) for ``raw32``."""
         encoding = Encoding.parse(encoding)
-        return cls(encoding, 32 if encoding is Encoding.RAW32 else bits, bus_width)
+        return cls(encoding, 32 if encoding is Encoding.RAW32 else bits, bus_width, tables=tables)
+
+    def sample_fields(self, n_features: int) -> int:
+        """A sample's slots in this stream (:func:`sample_fields`)."""
+        return sample_fields(n_features, self.tables)
 
     @property
     def field_width(self) -> int:
@@ -199,7 +218,7 @@ class StreamLayout:
 
     def stream_bits(self, n_features: int, n_samples: int) -> int:
         """Slot bits of an epoch of ``n_samples`` samples (the final padding not counted)."""
-        return _check_n_samples(n_samples) * sample_fields(n_features) * self.field_width
+        return _check_n_samples(n_samples) * self.sample_fields(n_features) * self.field_width
 
     def stream_beats(self, n_features: int, n_samples: int) -> int:
         """Beats of a v2 epoch: ``ceil(n_samples * sample_fields(n) * field_width / W)``."""
@@ -269,14 +288,25 @@ def check_n_features(n_features) -> int:
     return int(n_features)
 
 
-def sample_fields(n_features) -> int:
+def sample_fields(n_features, tables: bool = False) -> int:
     """Field slots of a sample in stream format v2: ``n + 1``, rounded up to a multiple of the
-    smallest power of two ``g`` with ``ceil((n + 1)/g) <= GROUP_LIMIT``."""
+    smallest power of two ``g`` with ``ceil((n + 1)/g) <= GROUP_LIMIT`` (or
+    :data:`TABLE_GROUP_LIMIT` with per-feature level ``tables``)."""
     fields = check_n_features(n_features) + 1
+    limit = TABLE_GROUP_LIMIT if tables else GROUP_LIMIT
     g = 1
-    while -(-fields // g) > GROUP_LIMIT:
+    while -(-fields // g) > limit:
         g *= 2
     return -(-fields // g) * g
+
+
+def per_feature_levels(levels) -> bool:
+    """Whether a level table is per feature: given, with rows not all the same (the engine
+    then holds a table per feature; one shared row otherwise)."""
+    if levels is None:
+        return False
+    levels = np.asarray(levels)
+    return bool((levels != levels[:1]).any())
 
 
 def _check_n_samples(n_samples) -> int:
@@ -418,7 +448,7 @@ class StreamPacker:
     def __init__(self, layout: StreamLayout, n_features: int):
         self.layout = layout
         self.n_fields = check_n_features(n_features) + 1
-        self._slots = sample_fields(n_features)
+        self._slots = layout.sample_fields(n_features)
         fw = layout.field_width
         # Whole beats come out only at multiples of lcm(fw, W) bits: carry the fields after.
         self._step = math.lcm(fw, layout.bus_width) // fw
@@ -479,7 +509,7 @@ class StreamUnpacker:
                  max_samples: int = 65536):
         self.layout = layout
         self.n_fields = check_n_features(n_features) + 1
-        self._slots = sample_fields(n_features)
+        self._slots = layout.sample_fields(n_features)
         self.n_samples = _check_n_samples(n_samples)
         self.max_samples = max(1, int(max_samples))
         self.samples_read = 0
