@@ -307,20 +307,24 @@ def test_check_levels_names_the_row_and_entry():
         decode_fields(np.zeros((1, 3), np.uint64), StreamLayout(Encoding.RAW32, 32, 64), good)
 
 
-@pytest.mark.parametrize("n", [1, 100, 510, 511, 512, 600, 1000, 1023, 1024, 2047, 5000,
-                               8191, 16383, 100000])
-def test_long_samples_are_padded_to_groups(n):
-    """``n + 1`` slots up to 512; beyond, a multiple of the smallest power of two g with
-    ceil((n+1)/g) <= 512: under 1/256 of the fields are padding."""
-    slots = sample_fields(n)
-    if n + 1 <= GROUP_LIMIT:
+@pytest.mark.parametrize("tables, limit, n", [
+    *((False, GROUP_LIMIT, n) for n in (1, 100, 510, 511, 512, 600, 1000, 1023, 1024, 2047, 5000,
+                                       8191, 16383, 100000)),
+    *((True, TABLE_GROUP_LIMIT, n) for n in (1, 127, 128, 200, 256, 1000, 4095))])
+def test_long_samples_are_padded_to_groups(tables, limit, n):
+    """``n + 1`` slots up to the group limit (512; 128 with per-feature level tables); beyond, a
+    multiple of the smallest power of two g with ceil((n+1)/g) <= limit: under 2/limit of the
+    fields are padding."""
+    slots = sample_fields(n, tables)
+    assert StreamLayout(Encoding.DOUBLE, 2, 64, tables=tables).stream_bits(n, 3) == 3 * slots * 4
+    if n + 1 <= limit:
         assert slots == n + 1
         return
     g = 1
-    while -(-(n + 1) // g) > GROUP_LIMIT:
+    while -(-(n + 1) // g) > limit:
         g *= 2
-    assert slots % g == 0 and slots // g <= GROUP_LIMIT and n + 1 <= slots < n + 1 + g
-    assert (slots - n - 1) / (n + 1) < 1 / 256
+    assert slots % g == 0 and slots // g <= limit and n + 1 <= slots < n + 1 + g
+    assert (slots - n - 1) / (n + 1) < 2 / limit
 
 
 @pytest.mark.parametrize("n", [600, 1000])
@@ -338,23 +342,6 @@ def test_padded_samples_round_trip_and_padding_must_be_zero(n):
     bits[bit] = 1
     with pytest.raises(ValueError, match="sample 4 has a nonzero padding slot"):
         unpack_stream(np.packbits(bits, bitorder="little"), layout, n, 9)
-
-
-@pytest.mark.parametrize("n", [1, 127, 128, 200, 256, 1000, 4095])
-def test_per_feature_tables_pad_for_the_lanes_tables(n):
-    """With per-feature level tables a group holds at most 128 slots: under 1/64 padding."""
-    slots = sample_fields(n, tables=True)
-    if n + 1 <= TABLE_GROUP_LIMIT:
-        assert slots == n + 1
-        return
-    g = 1
-    while -(-(n + 1) // g) > TABLE_GROUP_LIMIT:
-        g *= 2
-    assert slots % g == 0 and slots // g <= TABLE_GROUP_LIMIT and n + 1 <= slots < n + 1 + g
-    assert (slots - n - 1) / (n + 1) < 1 / 64
-    layout = StreamLayout(Encoding.DOUBLE, 2, 64, tables=True)
-    assert layout.sample_fields(n) == slots
-    assert layout.stream_bits(n, 3) == 3 * slots * 4
 
 
 def test_per_feature_levels_and_raw32_tables():
