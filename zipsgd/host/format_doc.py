@@ -19,6 +19,7 @@ from ..spec.stream import (
     BUS_WIDTHS,
     GROUP_LIMIT,
     LEVEL_ONE,
+    TABLE_GROUP_LIMIT,
     Encoding,
     StreamLayout,
     decode_fields,
@@ -223,7 +224,8 @@ brackets: how far above it) and against the v1 beat layout (`beats_per_sample W 
 every sample starts on a new beat). The final padding is at most `W / (K (n+1) field_width)` of
 the limit and a long sample's padding slots (n + 1 > {GROUP_LIMIT}) under 1/{GROUP_LIMIT // 2}:
 under 1 % in all for every n >= 1, W and encoding once `K >= 200 W / ((n+1) field_width)`
-(K >= 25600 covers every case).
+(K >= 25600 covers every case). A stream with per-feature level tables pads for
+{TABLE_GROUP_LIMIT} (n + 1 > {TABLE_GROUP_LIMIT}), under 1/{TABLE_GROUP_LIMIT // 2} of its slots.
 {_bits_per_value_tables()}
 ## The v1 beat layout (the current engine)
 

@@ -7,7 +7,8 @@ scale table (``(offset, scale)`` float64 pairs, label first), the level table if
 ``docs/FORMAT.md`` is generated from these definitions and has a worked example.
 
 The payload follows the header: ``epoch_count`` v2 streams (samples back to back, a
-sample of more than 512 fields padded, :mod:`zipsgd.spec.stream`) of ``n_samples`` samples
+sample of more than 512 fields, or 128 with per-feature level tables, padded,
+:mod:`zipsgd.spec.stream`) of ``n_samples`` samples
 each, every one starting on a fresh beat.  A scaled value ``v`` stands for the original value
 ``offset + scale * v``.  Files of versions 1 (every sample on new beats) and 2 (long samples
 not padded) are refused with a message asking to re-pack them.

@@ -62,5 +62,8 @@ def test_matches_numerics_v2():
                    ctx.get(dut.forward_clipped))
             assert got == reference(gradient, word, rand, us, fs, wl, mode, decay, threshold), \
                 (gradient, word, rand, us, fs, wl, mode, decay, threshold)
+            # The next cycle's input was not valid (the same word): an idle unit's operand is 0.
+            await ctx.tick()
+            assert not ctx.get(dut.out_valid) and ctx.get(dut.forward) == 0
 
     simulate(dut, bench)
