@@ -4,7 +4,7 @@
     python -m zipsgd.sim.coverage --engine v2 [-o build/coverage-v2]
 
 ``--engine v2``: engine v2's core (W = 64, N_max = 4096), line coverage only, under its bit-exact
-sweep and decode-stage runs (``zipsgd/sim/core2_sim.py``).
+sweep, decode-stage and padded-sample runs (``zipsgd/sim/core2_sim.py``).
 
 Builds the engine (W = 64, N_max = 1024, B_max = 64) with Verilator's ``--coverage-line
 --coverage-toggle`` (its own build key), with Amaranth's source locations kept in the Verilog
@@ -308,11 +308,11 @@ COVERAGE_PARAMS2 = EngineParams2(64, 4096, 512)
 
 def run_v2(out_dir: Path, params: EngineParams2 = COVERAGE_PARAMS2,
            timeout_s: float = 7200) -> dict:
-    """Line coverage of engine v2's core under its sweep and decode-stage runs."""
+    """Line coverage of engine v2's core under its sweep, decode-stage and padded runs."""
     started = time.monotonic()
     text = verilog.convert(Core2(params), name=core2_sim.TOP, emit_src=True)
     built = runner.build(text, core2_sim.TOP, coverage=("line",))
-    runs = core2_sim.sweep_runs(params) + core2_sim.codebook_runs()
+    runs = core2_sim.sweep_runs(params) + core2_sim.codebook_runs() + core2_sim.padded_runs()
     result = runner.run(built, "zipsgd.sim.core2_bench", testcase="core2_matches_golden",
                         test_params={"params": params.__dict__, "runs": runs},
                         timeout_s=timeout_s)
