@@ -33,7 +33,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PIP_NO_INPUT := 1
 
 .DEFAULT_GOAL := test
-.PHONY: venv .venv demo test test-slow fuzz bench formal soak soak2 coverage lint docs clean distclean
+.PHONY: venv .venv demo test test-slow fuzz bench formal soak soak2 coverage coverage2 lint docs clean distclean
 
 venv .venv: $(STAMP)
 
@@ -78,6 +78,9 @@ soak2: $(STAMP)
 
 coverage: $(STAMP)
 	$(VPY) -m zipsgd.sim.coverage -o build/coverage
+
+coverage2: $(STAMP)
+	$(VPY) -m zipsgd.sim.coverage --engine v2 -o build/coverage-v2
 
 formal: $(STAMP)
 	$(VPY) -m zipsgd.hw.formal
