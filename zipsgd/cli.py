@@ -745,6 +745,9 @@ def _add_synth(sub) -> None:
                        help="try these placement seeds (e.g. 1-6 or 2,5,9) in order until one "
                             "meets timing, each built in OUTPUT/seed<N>; the best is copied to "
                             "OUTPUT")
+    p.add_argument("--placer", default="heap", choices=synth.PLACERS,
+                   help="nextpnr's placer: heap (analytic, the default) or static "
+                        "(electrostatic; it spreads engine v2's core more evenly)")
     p.add_argument("--jobs", type=int, default=1,
                    help="with --seeds, builds run at a time (each takes one core)")
     p.add_argument("--seed-minutes", type=float, default=None, metavar="M",
@@ -792,7 +795,8 @@ def _run_soc_synth(args, out: Path) -> dict:
                            args.max_batch or SOC_PARAMS.max_batch)
     return run_soc_synth(args.board, params, out_dir=out, baud=args.baud,
                          clock_hz=None if args.freq is None else args.freq * 1e6,
-                         seed=1 if args.seed is None else args.seed, check=False)
+                         seed=1 if args.seed is None else args.seed, check=False,
+                         placer=args.placer)
 
 
 def _run_engine_synth(args, out: Path) -> dict:
@@ -802,7 +806,7 @@ def _run_engine_synth(args, out: Path) -> dict:
                           args.max_batch or _BOARD.max_batch,
                           BOARD_LANES if args.lanes is None else args.lanes)
     common = {"board": args.board, "freq_mhz": args.freq, "ooc": args.ooc, "out_dir": out,
-              "check_timing": False}
+              "check_timing": False, "placer": args.placer}
     if args.seeds is not None:
         return synth.run_seed_sweep(params, synth.parse_seeds(args.seeds), jobs=args.jobs,
                                     seed_minutes=args.seed_minutes, **common)

@@ -193,6 +193,27 @@ def test_seed_reaches_nextpnr():
     assert "--router router2 --tmg-ripup" in script
 
 
+def test_placer_reaches_nextpnr(tmp_path):
+    heap = synth.build_plan(SMALL).files["build_top.sh"]
+    static = synth.build_plan(SMALL, placer="static", seed=2).files["build_top.sh"]
+    assert "--placer-heap-timingweight 40" in heap and "--placer static" not in heap
+    assert "--placer static" in static and "--placer-heap" not in static
+    assert "--router router2 --tmg-ripup" in static and "--seed 2" in static
+    for run in (lambda: synth.run_synth(SMALL, placer="sa", out_dir=tmp_path / "a"),
+                lambda: synth.run_block(lambda: None, placer="sa", out_dir=tmp_path / "b"),
+                lambda: synth.run_seed_sweep(SMALL, [1], placer="sa", out_dir=tmp_path / "c")):
+        with pytest.raises(ConfigError, match=r"placer must be one of \['heap', 'static'\], "
+                                              r"found 'sa'"):
+            run()
+    assert not any(tmp_path.iterdir())
+
+
+def test_cli_bad_placer_exits_2(capsys, tmp_path):
+    assert main(["synth", "--placer", "sa", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "--placer" in err and "'sa'" in err and "Traceback" not in err
+
+
 def test_cli_negative_seed_exits_2(capsys, tmp_path):
     assert main(["synth", "--seed", "-1", "-o", str(tmp_path / "out")]) == 2
     assert "seed must be an integer >= 0, found -1" in capsys.readouterr().err

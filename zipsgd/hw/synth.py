@@ -42,7 +42,7 @@ from .placed_timing import placed_paths
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoints",
            "run_block", "critical_path",
            "format_table", "run_synth", "run_build_script", "require_timing", "write_summary",
-           "run_seed_sweep", "parse_seeds", "build_plan", "TOOLS",
+           "run_seed_sweep", "parse_seeds", "build_plan", "nextpnr_options", "PLACERS", "TOOLS",
            "LUT_MAPPING", "NEXTPNR_OPTIONS", "KEEP_REPLICAS", "UNDEFINED_COLLISIONS"]
 
 #: Amaranth's environment variable for each tool -> the YoWASP executable.
@@ -85,9 +85,28 @@ UNDEFINED_COLLISIONS = "\n".join([
 #: :func:`late_endpoints`), a finished build when timing fails, ``router2`` (``router1`` does
 #: not resolve the engine's congestion) and timing-driven rip-up; ``docs/HARDWARE.md``,
 #: "Build flow", says why.
+_HEAP_OPTIONS = "--placer-heap-timingweight 40 --placer-heap-critexp 4"
 NEXTPNR_OPTIONS = ("--report report.json --detailed-timing-report --timing-allow-fail "
-                   "--router router2 --tmg-ripup "
-                   "--placer-heap-timingweight 40 --placer-heap-critexp 4")
+                   "--router router2 --tmg-ripup " + _HEAP_OPTIONS)
+
+#: nextpnr's placers a build may use: ``heap`` (its analytic placer, with the timing weights
+#: of ``NEXTPNR_OPTIONS``; the default) or ``static`` (its electrostatic placer, which spreads
+#: engine v2's core more evenly: ``docs/HARDWARE.md``, "Build flow").
+PLACERS = ("heap", "static")
+
+
+def nextpnr_options(placer: str = "heap") -> str:
+    """The flow's nextpnr options with ``placer`` (one of ``PLACERS``).
+
+    Raises
+    ------
+    ConfigError
+        Another placer.
+    """
+    if placer not in PLACERS:
+        raise ConfigError(f"placer must be one of {list(PLACERS)}, found {placer!r}")
+    return NEXTPNR_OPTIONS.replace(_HEAP_OPTIONS, "--placer static") if placer == "static" \
+        else NEXTPNR_OPTIONS
 
 #: How many groups of late endpoints :func:`summarize` lists when a clock fails.
 LATE_GROUPS = 12
@@ -264,19 +283,20 @@ def _target_mhz(freq_mhz: float | None, ooc: bool) -> float:
 
 def build_plan(params: EngineParams, *, board: str = "ulx3s-85f",
                freq_mhz: float | None = None, ooc: bool = False, seed: int | None = None,
-               name: str = "top"):
+               name: str = "top", placer: str = "heap"):
     """The Amaranth build plan of a board build (no tool runs); with the nextpnr options that
     write ``report.json`` and let a timing failure finish (it is reported by
     :func:`run_synth` instead).  ``freq_mhz`` defaults to ``BOARD_FREQ_MHZ`` (``OOC_FREQ_MHZ``
     out of context).  ``seed`` is nextpnr's placement seed (its default if None): routed
-    timing moves by several MHz between seeds, so a change is judged over a few."""
+    timing moves by several MHz between seeds, so a change is judged over a few.  ``placer``:
+    one of ``PLACERS``."""
+    options = nextpnr_options(placer)
     freq_mhz = _target_mhz(freq_mhz, ooc)
     platform = board_platform(board)
     top = (EngineOocTop(params, freq_mhz=freq_mhz) if ooc
            else EngineBoardTop(params, board=board, freq_mhz=freq_mhz))
     plan = platform.build(top, name=name, do_build=False,
-                          nextpnr_opts=NEXTPNR_OPTIONS + ("" if seed is None
-                                                          else f" --seed {seed}"),
+                          nextpnr_opts=options + ("" if seed is None else f" --seed {seed}"),
                           script_after_read=KEEP_REPLICAS + "\n" + UNDEFINED_COLLISIONS,
                           synth_opts=LUT_MAPPING["synth_opts"],
                           script_after_synth=LUT_MAPPING["script_after_synth"].format(name=name))
@@ -298,9 +318,9 @@ def _retarget_clock_pin(lpf: str, freq_mhz: float) -> str:
 
 
 def _facts(params: EngineParams, board: str, freq_mhz: float, ooc: bool,
-           seed: int | None) -> dict:
+           seed: int | None, placer: str) -> dict:
     """What a build's summary records about how it was made."""
-    return {"board": board, "freq_mhz": freq_mhz, "ooc": ooc, "seed": seed,
+    return {"board": board, "freq_mhz": freq_mhz, "ooc": ooc, "seed": seed, "placer": placer,
             "params": {"bus_width": params.bus_width, "max_features": params.max_features,
                        "max_batch": params.max_batch, "lanes": params.lanes}}
 
@@ -366,7 +386,8 @@ def require_timing(summary: dict, out: Path) -> None:
                           f"the target, lower --freq", summary)
 
 
-def _validate(board: str, seeds) -> None:
+def _validate(board: str, seeds, placer: str = "heap") -> None:
+    nextpnr_options(placer)
     if board not in BOARDS:
         raise ConfigError(f"board must be one of {sorted(BOARDS)}, found {board!r}")
     for seed in seeds:
@@ -377,30 +398,32 @@ def _validate(board: str, seeds) -> None:
 
 def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
               freq_mhz: float | None = None, ooc: bool = False, seed: int | None = None,
-              out_dir="build/synth", check_timing: bool = True) -> dict:
+              out_dir="build/synth", check_timing: bool = True, placer: str = "heap") -> dict:
     """Build ``board`` with the engine at ``params`` into ``out_dir``; return the summary
     (also written to ``out_dir/summary.json``).
 
     Raises
     ------
     ConfigError
-        Unknown board, unreachable frequency or a negative seed.
+        Unknown board, unreachable frequency, a negative seed or an unknown placer.
     BuildError
         A tool failed (see ``out_dir/top.rpt`` for Yosys, ``out_dir/top.tim`` for nextpnr).
     TimingError
         ``check_timing`` and a clock missed its constraint.
     """
-    _validate(board, [seed])
+    _validate(board, [seed], placer)
     use_yowasp()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     freq_mhz = _target_mhz(freq_mhz, ooc)
-    plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc, seed=seed)
+    plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc, seed=seed,
+                      placer=placer)
     elaborated = time.monotonic()
     plan.extract(str(out))
     _run_script(plan, out)
-    summary = summarize(out / "report.json") | _facts(params, board, freq_mhz, ooc, seed)
+    summary = summarize(out / "report.json") | _facts(params, board, freq_mhz, ooc, seed,
+                                                      placer)
     summary.update({"build_seconds": round(time.monotonic() - started, 1),
                     "elaborate_seconds": round(elaborated - started, 1)})
     write_summary(out, summary)
@@ -410,7 +433,7 @@ def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
 
 
 def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float = OOC_FREQ_MHZ,
-              seed: int | None = None, route: bool = True) -> dict:
+              seed: int | None = None, route: bool = True, placer: str = "heap") -> dict:
     """Place and route one component alone in the out-of-context harness
     (:class:`~zipsgd.hw.ooc.BlockOocTop`) into ``out_dir``; return the :func:`summarize`
     result with its worst path (:func:`critical_path`), the seed and the build's seconds.
@@ -421,19 +444,19 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
     Raises
     ------
     ConfigError
-        Unknown board or a negative seed.
+        Unknown board, a negative seed or an unknown placer.
     BuildError
         A tool failed.
     """
-    _validate(board, [seed])
+    _validate(board, [seed], placer)
     use_yowasp()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     name = "top"
     # (Without timing-driven rip-up: on a block that misses its clock the router would go on.)
-    options = NEXTPNR_OPTIONS.replace(" --tmg-ripup", "") + ("" if seed is None
-                                                              else f" --seed {seed}")
+    options = nextpnr_options(placer).replace(" --tmg-ripup", "") + ("" if seed is None
+                                                                     else f" --seed {seed}")
     # (Unrouted: the placed netlist, whose paths ``placed_timing`` estimates.)
     options += "" if route else " --no-route --write placed.json"
     plan = board_platform(board).build(
@@ -451,7 +474,8 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
     _run_script(plan, out)
     report = json.loads((out / "report.json").read_text())
     summary = summarize(report)
-    summary.update({"critical_path": critical_path(report), "seed": seed, "routed": route,
+    summary.update({"critical_path": critical_path(report), "seed": seed, "placer": placer,
+                    "routed": route,
                     "freq_mhz": freq_mhz, "build_seconds": round(time.monotonic() - started, 1)})
     if not route:
         summary["placed_paths"] = placed_paths(out / "placed.json", 10)
@@ -488,7 +512,7 @@ def _margin(summary: dict) -> float:
 def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3s-85f",
                    freq_mhz: float | None = None, ooc: bool = False, jobs: int = 1,
                    out_dir="build/synth", check_timing: bool = True,
-                   seed_minutes: float | None = None) -> dict:
+                   seed_minutes: float | None = None, placer: str = "heap") -> dict:
     """Place and route one netlist with each of ``seeds`` (nextpnr's placement seed) until one
     meets timing, ``jobs`` builds at a time; keep the best.
 
@@ -507,7 +531,7 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
     Raises
     ------
     ConfigError
-        Unknown board, no seeds, a negative or repeated seed, ``jobs`` < 1, or
+        Unknown board or placer, no seeds, a negative or repeated seed, ``jobs`` < 1, or
         ``seed_minutes`` not positive.
     BuildError
         No seed's build finished (the message gives each one's error).
@@ -520,7 +544,7 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
         raise ConfigError(f"jobs must be an integer >= 1, found {jobs!r}")
     if seed_minutes is not None and not seed_minutes > 0:
         raise ConfigError(f"seed minutes must be > 0, found {seed_minutes!r}")
-    _validate(board, seeds)
+    _validate(board, seeds, placer)
     use_yowasp()
     # Absolute: Amaranth's plan.extract changes the process's directory while it writes, which
     # would move a relative path under the builds running in other threads.
@@ -528,10 +552,11 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     freq_mhz = _target_mhz(freq_mhz, ooc)
-    plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc)
+    plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc, placer=placer)
+    options = nextpnr_options(placer)
     script = f"{plan.script}.sh"
     unseeded = plan.files[script]
-    if unseeded.count(NEXTPNR_OPTIONS) != 1:
+    if unseeded.count(options) != 1:
         raise BuildError(f"expected nextpnr's options once in {script}")
 
     def build(seed: int, seed_dir: Path) -> dict:
@@ -542,7 +567,7 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
         except BuildError as error:
             return {"error": str(error), "build_seconds": round(time.monotonic() - begun, 1)}
         summary = summarize(seed_dir / "report.json") | _facts(params, board, freq_mhz, ooc,
-                                                               seed)
+                                                               seed, placer)
         summary["build_seconds"] = round(time.monotonic() - begun, 1)
         write_summary(seed_dir, summary)
         return summary
@@ -556,8 +581,7 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
                 seed_dir = out / f"seed{seed}"
                 # Each seed's script, extracted before its build starts (one plan, one thread
                 # writing files at a time).
-                plan.files[script] = unseeded.replace(NEXTPNR_OPTIONS,
-                                                      f"{NEXTPNR_OPTIONS} --seed {seed}")
+                plan.files[script] = unseeded.replace(options, f"{options} --seed {seed}")
                 plan.extract(str(seed_dir))
                 running[pool.submit(build, seed, seed_dir)] = seed
             if not running:

@@ -26,7 +26,9 @@ DRAM_BYTES = {"ulx3s-85f": 64 * MIB, "orangecrab-85f": 128 * MIB, "ecpix5-85": 5
 @pytest.fixture(scope="module", params=sorted(SOC_BOARDS))
 def written(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(request.param)
-    return request.param, out, write_board_soc(request.param, out, SMALL, seed=3)
+    # (One board with each placer.)
+    placer = "static" if request.param == "orangecrab-85f" else "heap"
+    return request.param, out, write_board_soc(request.param, out, SMALL, seed=3, placer=placer)
 
 
 def test_a_board_soc_is_a_folder_the_tools_run_in(written):
@@ -44,6 +46,10 @@ def test_a_board_soc_is_a_folder_the_tools_run_in(written):
     assert DEVICE[board] in script
     assert "--seed 3" in script and script.count("--seed") == 1
     assert "--report report.json" in script
+    static = facts["placer"] == "static"
+    assert static == (board == "orangecrab-85f")
+    assert ("--placer static" in script) == static
+    assert ("--placer-heap-timingweight 40" in script) != static
     assert json.loads((out / "soc.json").read_text()) == json.loads(json.dumps(facts))
 
 
@@ -96,6 +102,9 @@ def test_bad_settings_are_named(kwargs, names):
 def test_a_bad_seed_is_named_before_anything_is_written(tmp_path):
     with pytest.raises(ConfigError, match="seed must be an integer >= 0, found -1"):
         write_board_soc("ulx3s-85f", tmp_path / "soc", SMALL, seed=-1)
+    with pytest.raises(ConfigError, match=r"placer must be one of \['heap', 'static'\], "
+                                          r"found 'sa'"):
+        write_board_soc("ulx3s-85f", tmp_path / "soc", SMALL, placer="sa")
     assert not (tmp_path / "soc").exists()
 
 
