@@ -81,11 +81,12 @@ UNDEFINED_COLLISIONS = "\n".join([
       for reads in range(1, 5) for writes in range(1, 3)),
 ])
 
+#: HeAP's timing weights (``placer="heap"``).
+_HEAP_OPTIONS = "--placer-heap-timingweight 40 --placer-heap-critexp 4"
 #: nextpnr-ecp5 options of every build: the report (every net's timing, for
 #: :func:`late_endpoints`), a finished build when timing fails, ``router2`` (``router1`` does
 #: not resolve the engine's congestion) and timing-driven rip-up; ``docs/HARDWARE.md``,
 #: "Build flow", says why.
-_HEAP_OPTIONS = "--placer-heap-timingweight 40 --placer-heap-critexp 4"
 NEXTPNR_OPTIONS = ("--report report.json --detailed-timing-report --timing-allow-fail "
                    "--router router2 --tmg-ripup " + _HEAP_OPTIONS)
 
