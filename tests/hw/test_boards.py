@@ -140,6 +140,16 @@ def test_summarize_reads_file(tmp_path):
     assert synth.summarize(path) == synth.summarize(REPORT)
 
 
+def test_router_overuse_per_iteration():
+    log = ("Info: Running router2...\n"
+           "Info:     iter=1 wires=222655 overused=17406 overuse=22078 archfail=NA\n"
+           "Info: iter=2 steplen=0.5 a=1.6 penalty=[0.00]\n"
+           "Info:     iter=2 wires=236797 overused=3896 overuse=3945 archfail=NA\n"
+           "Info:     iter=3 wires=245626 overused=0 overuse=0 archfail=0\n")
+    assert synth.router_overuse(log) == [22078, 3945, 0]
+    assert synth.router_overuse("Info: Routing complete.\n") == []
+
+
 def test_use_yowasp_sets_environment(monkeypatch):
     # setenv first so that monkeypatch restores the variables (use_yowasp edits os.environ
     # directly; a leaked YOSYS would make Amaranth's Verilog export use the YoWASP Yosys).

@@ -40,7 +40,7 @@ from .ooc import BlockOocTop, EngineOocTop
 from .placed_timing import placed_paths
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoints",
-           "run_block", "critical_path",
+           "run_block", "critical_path", "router_overuse",
            "format_table", "run_synth", "run_build_script", "require_timing", "write_summary",
            "run_seed_sweep", "parse_seeds", "build_plan", "nextpnr_options", "PLACERS", "TOOLS",
            "LUT_MAPPING", "NEXTPNR_OPTIONS", "KEEP_REPLICAS", "UNDEFINED_COLLISIONS"]
@@ -224,6 +224,14 @@ def late_endpoints(report_json: dict, clocks: dict, top: int = LATE_GROUPS) -> l
             group["arrival_ns"] = max(group["arrival_ns"], round(arrival, 2))
             group["pins"] += 1
     return sorted(groups.values(), key=lambda g: -g["arrival_ns"])[:top]
+
+
+def router_overuse(log_text: str) -> list[int]:
+    """The overused wires after each of ``router2``'s iterations, from nextpnr's log: a
+    block whose lanes crowd their memories needs many iterations to route, or never gets
+    to 0 (``docs/HARDWARE.md``, "Build flow")."""
+    return [int(m) for m in re.findall(r"iter=\d+ wires=\d+ overused=\d+ overuse=(\d+)",
+                                        log_text)]
 
 
 def critical_path(report_json: dict) -> list[dict]:
@@ -475,8 +483,9 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
     _run_script(plan, out)
     report = json.loads((out / "report.json").read_text())
     summary = summarize(report)
+    overuse = router_overuse((out / "top.tim").read_text()) if route else []
     summary.update({"critical_path": critical_path(report), "seed": seed, "placer": placer,
-                    "routed": route,
+                    "routed": route, "router_overuse": overuse,
                     "freq_mhz": freq_mhz, "build_seconds": round(time.monotonic() - started, 1)})
     if not route:
         summary["placed_paths"] = placed_paths(out / "placed.json", 10)
