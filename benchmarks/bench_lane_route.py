@@ -2,12 +2,12 @@
 (``benchmarks/lane_array.py``: the gearbox, ``L`` lanes with their block RAMs, the segmented
 sum and the reduction tree) placed by nextpnr-ecp5's static placer and routed by ``router2``
 (ECP5-85F speed 6, 125 MHz target, seed 1) in the out-of-context harness, at 8 and 16 lanes.
-The figure that matters is ``router2``'s iterations and its overuse after the first: a lane
-alone routes at once, so what grows with ``L`` is the lanes' crowding around their memories
-(``docs/HARDWARE.md``, "Next").  The lane array's fmax is not the engine's: its gearbox
+The figure that matters is ``router2``'s iterations and its overuse after the first, a rough
+measure of the lanes' crowding around their memories (``docs/HARDWARE.md``, "Routing the
+lanes").  The lane array's fmax is not the engine's: its gearbox
 feeds the lanes without the core's window stage.
 
-Run: ``python -m benchmarks lane_route`` (about fifteen minutes; builds in
+Run: ``python -m benchmarks lane_route`` (about eight minutes; builds in
 ``build/lane_route/``).  32 lanes do not finish in reasonable time.
 """
 

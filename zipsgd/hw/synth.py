@@ -229,7 +229,7 @@ def late_endpoints(report_json: dict, clocks: dict, top: int = LATE_GROUPS) -> l
 def router_overuse(log_text: str) -> list[int]:
     """The overused wires after each of ``router2``'s iterations, from nextpnr's log: a
     block whose lanes crowd their memories needs many iterations to route, or never gets
-    to 0 (``docs/HARDWARE.md``, "Build flow")."""
+    to 0 (``docs/HARDWARE.md``, "Routing the lanes")."""
     return [int(m) for m in re.findall(r"iter=\d+ wires=\d+ overused=\d+ overuse=(\d+)",
                                         log_text)]
 
