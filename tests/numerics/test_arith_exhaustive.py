@@ -19,6 +19,8 @@ exact equality.  What is enumerated:
 * ``Rounder`` at the engine's own sizes (update: 52-bit accumulator, shift up to 40; residual:
   89-bit product, shift up to 64; decay: constant shift 24, 57-bit product): a third (half for
   the decay) of the same stratified values, at the shifts listed in the test.
+* ``round_saturate`` to 5 bits (engine v2's rounding into a narrow word): every 10-bit value at
+  every run-time shift 0..15 in every mode, clamped both ways, its shift in one cycle or two.
 * ``saturate`` (every build-time width 1..10 on every 10-bit value, and width 32 at its corners)
   and ``saturate_runtime`` and ``saturate_format`` with ``format_limits`` (every run-time width
   1..8 on every 10-bit value, every width 2..32 of the engine's 32-bit formats at +-max, min
@@ -40,6 +42,7 @@ from zipsgd.hw.arith import (
     format_limits,
     format_top,
     less_than,
+    round_saturate,
     saturate,
     saturate_format,
     saturate_runtime,
@@ -416,6 +419,44 @@ def test_saturating_rounder_matches_spec():
     for (what, cases, want), got in zip(expected, bench.run(jobs), strict=True):
         bad = [(c, g, w) for c, g, w in zip(cases, got, want, strict=True) if tuple(g) != w]
         assert not bad, f"{what}: (value, rand), hw, spec: {bad[:5]}"
+
+
+@pytest.mark.parametrize("symmetric,split", [(False, 0), (True, 0), (False, 2), (True, 2)])
+def test_round_saturate_every_10bit_value(symmetric, split):
+    """``round_saturate`` to 5 bits: every 10-bit value at every run-time shift 0..15 in every
+    mode (stochastic with four random words per value), the result and its clip flag against
+    the spec's ``shift_right`` and the clamp (symmetric: ``[-15, 15]``).  The flag is exact at
+    the floors just outside either end that the increment brings back in range."""
+    width, lanes = 5, iter(range(LANES))
+    top = (1 << (width - 1)) - 1
+    bottom = -top if symmetric else -top - 1
+
+    def build(m, controls, value, rand):
+        result, clipped, latency = round_saturate(
+            m, value, controls["shift"], controls["mode"], rand[:RAND_BITS].as_unsigned(),
+            width, f"r{next(lanes)}", symmetric=symmetric, split=split)
+        assert latency == (4 if split else 3)
+        return result, clipped
+
+    bench = LaneBench(build, [10, RAND_BITS + 1], [width, 2], {"mode": 2, "shift": 4},
+                      latency=4 if split else 3)
+    rng = random.Random(width)
+    jobs, expected = [], []
+    for shift in range(16):
+        for mode in MODES:
+            rands = ([0, RAND_MASK, rng.getrandbits(RAND_BITS), rng.getrandbits(RAND_BITS)]
+                     if mode is RoundingMode.STOCHASTIC else [0])
+            cases = [(v, r) for v in range(-512, 512) for r in rands]
+            want = []
+            for v, r in cases:
+                rounded = shift_right(v, shift, mode, r)
+                clamped = min(max(rounded, bottom), top)
+                want.append((clamped, int(clamped != rounded)))
+            jobs.append(({"mode": int(mode), "shift": shift}, cases))
+            expected.append((shift, mode, cases, want))
+    for (shift, mode, cases, want), got in zip(expected, bench.run(jobs), strict=True):
+        bad = [(c, g, w) for c, g, w in zip(cases, got, want, strict=True) if tuple(g) != w]
+        assert not bad, f"shift {shift}, {mode.name}: (value, rand), hw, spec: {bad[:5]}"
 
 
 # -- saturation ------------------------------------------------------------------------------

@@ -411,9 +411,11 @@ def round_saturate(m, value: Value, shift: Value, mode: Value, rand: Value, widt
     ``[-(2**(width-1) - 1), 2**(width-1) - 1]``.
 
     Only a window of ``t = floor(value 2**16 / 2**shift)`` is shifted: its bits
-    ``[16, 16 + width)`` are the floor's low bits (the whole floor when ``value``'s bits from
-    ``shift + width - 1`` up equal its sign, ``fits``) and bits ``[0, 16)`` the top 16 dropped
-    bits.  Half-even needs, besides, whether a lower dropped bit is set (``sticky``);
+    ``[16, 17 + width)`` are the floor's low bits (the whole floor when ``value``'s bits from
+    ``shift + width`` up equal its sign, ``fits``) and bits ``[0, 16)`` the top 16 dropped
+    bits.  (One bit beyond ``width``, so that a floor just under the bottom that the increment
+    brings back in range is told from one that stays out: ``clipped`` is exact.)  Half-even
+    needs, besides, whether a lower dropped bit is set (``sticky``);
     stochastic needs nothing lower (its offset's low bits are 0): its increment is the carry
     of ``t[:16]`` plus the random bits aligned to them.  So neither the random bits nor a
     mask is shifted, and the masks of the shift are look-ups on its bits (registers: no
@@ -432,7 +434,7 @@ def round_saturate(m, value: Value, shift: Value, mode: Value, rand: Value, widt
     below_mask = Signal(vw - 1, name=f"{name}_below")
     offset_mask = Signal(RAND_BITS, name=f"{name}_offset_mask")
     m.d.sync += [
-        above_mask.eq(Cat(*(~above(setting, k - (width - 1)) for k in range(vw - 1)))),
+        above_mask.eq(Cat(*(~above(setting, k - width) for k in range(vw - 1)))),
         below_mask.eq(Cat(*(above(setting, k + RAND_BITS) if k + RAND_BITS < limit
                             else Const(0, 1) for k in range(vw - 1)))),
         offset_mask.eq(Cat(*(above(setting, RAND_BITS - k - 1) for k in range(RAND_BITS)))),
@@ -444,9 +446,9 @@ def round_saturate(m, value: Value, shift: Value, mode: Value, rand: Value, widt
                                         Signal(name=f"{name}_sticky"),
                                         Signal(RAND_BITS, name=f"{name}_low"),
                                         Signal(name=f"{name}_negative"))
-    t = Signal(width + RAND_BITS, name=f"{name}_window")
+    t = Signal(width + 1 + RAND_BITS, name=f"{name}_window")
     # (Sign-extended to the window's width, so that a narrow value's shift fills it.)
-    padded = Cat(Const(0, RAND_BITS), v, sign.replicate(max(0, width + 1 - vw))).as_signed()
+    padded = Cat(Const(0, RAND_BITS), v, sign.replicate(max(0, width + 2 - vw))).as_signed()
     if split:
         coarse = Signal(len(t) + (1 << split) - 1, name=f"{name}_coarse")
         m.d.sync += coarse.eq((padded >> (shift[split:] << split))[:len(coarse)])
@@ -456,26 +458,32 @@ def round_saturate(m, value: Value, shift: Value, mode: Value, rand: Value, widt
         m.d.sync += t.eq((padded >> shift)[:len(t)])
     m.d.sync += [fits.eq(tests[0]), sticky.eq(tests[1]), low_bits.eq(tests[2]),
                  negative.eq(tests[3])]
-    # The increment (a cycle), with the tests of the floor that the clamp needs: floor plus 0
-    # or 1 passes the top only from it, and the symmetric bottom only without an increment.
+    # The increment (a cycle), with the tests of the floor (width + 1 bits) that the clamp
+    # needs: beyond the top or below the bottom's neighbour whatever the increment, or at the
+    # top (out with an increment) or at the bottom's neighbour (out without one).
     dropped, floor = t[:RAND_BITS], t[RAND_BITS:].as_signed()
     half = dropped[-1] & (dropped[:-1].any() | sticky | floor[0])
     carry = (dropped + low_bits)[RAND_BITS]
     top = (1 << (width - 1)) - 1
-    inc, floor2, fits2, neg2, at_top, at_bottom = (
+    bottom = -top if symmetric else -top - 1
+    high, low = floor[width], floor[width - 1]
+    inc, floor2, fits2, neg2, out, at_top, at_bottom = (
         Signal(name=f"{name}_inc"), Signal(signed(width), name=f"{name}_floor"),
-        Signal(name=f"{name}_fits2"), Signal(name=f"{name}_neg2"),
+        Signal(name=f"{name}_fits2"), Signal(name=f"{name}_neg2"), Signal(name=f"{name}_out"),
         Signal(name=f"{name}_at_top"), Signal(name=f"{name}_at_bottom"))
+    edge = floor == bottom - 1
     m.d.sync += [inc.eq(Mux(mode == RoundingMode.TRUNCATE, 0,
                             Mux(mode == RoundingMode.HALF_EVEN, half, carry))),
-                 floor2.eq(floor), fits2.eq(fits), neg2.eq(negative),
-                 at_top.eq(floor == top), at_bottom.eq(floor == -top - 1 if symmetric else 0)]
+                 floor2.eq(floor[:width]), fits2.eq(fits), neg2.eq(negative),
+                 # floor >= 2**(width - 1), or floor < bottom - 1 (the top bits 10 hold
+                 # [-2**width, -2**(width - 1)), which holds bottom - 1 only when asymmetric).
+                 out.eq((~high & low) | (high & ~low & (Const(1, 1) if symmetric else ~edge))),
+                 at_top.eq(floor == top), at_bottom.eq(edge)]
     # floor + increment, clamped (the whole floor when it fits).
     total = floor2 + inc
-    bottom = -top if symmetric else -top - 1
     result = Signal(signed(width), name=f"{name}_result")
     clipped = Signal(name=f"{name}_clipped")
-    over = ~fits2 | (inc & at_top) | (~inc & at_bottom)
+    over = ~fits2 | out | (inc & at_top) | (~inc & at_bottom)
     m.d.sync += [result.eq(Mux(over, Mux(neg2, bottom, top), total[:width])),
                  clipped.eq(over)]
     return result, clipped, 4 if split else 3

@@ -19,11 +19,10 @@ from zipsgd.spec.engine2 import (
     RESIDUAL_WIDTH,
     STEP_WIDTH,
 )
-from zipsgd.spec.fixed import RAND_BITS
+from zipsgd.spec.fixed import RAND_BITS, RoundingMode
 from zipsgd.spec.stream import QUANT_FEATURE_FRAC, QUANT_LABEL_FRAC
 
-from ..arith import Product, delay_line, replicas, round_saturate, saturate
-from ..arith import above as is_above
+from ..arith import Product, delay_line, replicas, round_saturate
 
 __all__ = ["SampleUnit", "LABEL_WIDTH", "LATENCY"]
 
@@ -98,44 +97,15 @@ class SampleUnit(wiring.Component):
 
     def _narrow_loss(self, m, r):
         """``sat(rne(r, FL_f - 5))`` to ``LOSS_WIDTH`` bits (a left shift by ``5 - FL_f`` when
-        ``FL_f < 5``) in three stages; returns ``(word, clipped, 3)``.
+        ``FL_f < 5``); returns ``(word, clipped, latency)``.
 
         With ``x = r << 4`` both cases are ``x >> k`` for ``k = FL_f - 1`` in ``0..16`` (the
-        four zeros are the bits a left shift brings in, so nothing is rounded then).  Only a
-        window of the floor is kept: its low ``LOSS_WIDTH + 1`` bits, whether the whole floor
-        fits them (the bits of ``x`` from ``k + LOSS_WIDTH`` up equal its sign), the half bit
-        below and whether any lower bit is set.
+        four zeros are the bits a left shift brings in, so nothing is rounded then): the one
+        rounding of ``arith.round_saturate``, half-even.
         """
-        excess = LOSS_FRAC - QUANT_FEATURE_FRAC
         low = 4                                    # the largest left shift: 5 - FL_f, FL_f >= 1
-        x = Cat(Const(0, low), r).as_signed()
-        width, keep = len(x), LOSS_WIDTH + 1
-        # The shift and its masks follow the setting a cycle late (settings hold while busy).
         k = Signal(5, name="loss_k")
-        m.d.sync += k.eq(self.forward_frac + low - excess)
-        above = Signal(width - 1, name="loss_above")   # x's bits from the floor's sign up
-        below = Signal(width - 1, name="loss_below")   # x's bits under k - 1
-        m.d.sync += [above.eq(Cat(*(~is_above(k, p - (keep - 1)) for p in range(width - 1)))),
-                     below.eq(Cat(*(is_above(k, p + 1) for p in range(width - 1))))]
-        # Stage 1: the window (the half bit, then the floor's low bits), the fit, the sticky.
-        window = Signal(keep + 1)
-        fits, sticky, sign1 = Signal(), Signal(), Signal()
-        sign = x[-1]
-        m.d.sync += [
-            window.eq((Cat(Const(0, 1), x).as_signed() >> k)[:keep + 1]),
-            fits.eq(~((x[:-1] ^ sign.replicate(width - 1)) & above).any()),
-            sticky.eq((x[:-1] & below).any()),
-            sign1.eq(sign),
-        ]
-        # Stage 2: half-even's increment, added.
-        half, floor = window[0], window[1:].as_signed()
-        total, fits2, negative = Signal(signed(keep + 1)), Signal(), Signal()
-        m.d.sync += [total.eq(floor + (half & (sticky | floor[0]))), fits2.eq(fits),
-                     negative.eq(sign1)]
-        # Stage 3: the clamp (a floor that does not fit is beyond every word either way).
-        clamped, clipped = saturate(total, LOSS_WIDTH)
-        lo, hi = -(1 << (LOSS_WIDTH - 1)), (1 << (LOSS_WIDTH - 1)) - 1
-        word, clip = Signal(signed(LOSS_WIDTH)), Signal()
-        m.d.sync += [word.eq(Mux(fits2, clamped, Mux(negative, lo, hi))),
-                     clip.eq(~fits2 | clipped)]
-        return word, clip, 3
+        m.d.comb += k.eq(self.forward_frac + low - (LOSS_FRAC - QUANT_FEATURE_FRAC))
+        x = Cat(Const(0, low), r).as_signed()
+        return round_saturate(m, x, k, Const(RoundingMode.HALF_EVEN, 2), Const(0, RAND_BITS),
+                              LOSS_WIDTH, "loss")
