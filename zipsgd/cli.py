@@ -748,6 +748,9 @@ def _add_synth(sub) -> None:
     p.add_argument("--placer", default="heap", choices=synth.PLACERS,
                    help="nextpnr's placer: heap (analytic, the default) or static "
                         "(electrostatic; it spreads engine v2's core more evenly)")
+    p.add_argument("--router", default=None, choices=synth.ROUTERS,
+                   help=f"nextpnr's router (none given: {synth.ROUTER_V1} with timing-driven "
+                        f"rip-up for engine v1, {synth.ROUTER_V2} for engine 2)")
     p.add_argument("--jobs", type=int, default=1,
                    help="with --seeds, builds run at a time (each takes one core)")
     p.add_argument("--seed-minutes", type=float, default=None, metavar="M",
@@ -796,7 +799,7 @@ def _run_soc_synth(args, out: Path) -> dict:
     return run_soc_synth(args.board, params, out_dir=out, baud=args.baud,
                          clock_hz=None if args.freq is None else args.freq * 1e6,
                          seed=1 if args.seed is None else args.seed, check=False,
-                         placer=args.placer)
+                         placer=args.placer, router=args.router or synth.ROUTER_V2)
 
 
 def _run_engine_synth(args, out: Path) -> dict:
@@ -806,7 +809,8 @@ def _run_engine_synth(args, out: Path) -> dict:
                           args.max_batch or _BOARD.max_batch,
                           BOARD_LANES if args.lanes is None else args.lanes)
     common = {"board": args.board, "freq_mhz": args.freq, "ooc": args.ooc, "out_dir": out,
-              "check_timing": False, "placer": args.placer}
+              "check_timing": False, "placer": args.placer,
+              "router": args.router or synth.ROUTER_V1}
     if args.seeds is not None:
         return synth.run_seed_sweep(params, synth.parse_seeds(args.seeds), jobs=args.jobs,
                                     seed_minutes=args.seed_minutes, **common)

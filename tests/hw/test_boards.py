@@ -150,6 +150,12 @@ def test_router_overuse_per_iteration():
     assert synth.router_overuse("Info: Routing complete.\n") == []
 
 
+def test_router_seconds_of_either_router():
+    assert synth.router_seconds("Info: Routing complete.\nInfo: Router1 time 382.43s\n") == 382.43
+    assert synth.router_seconds("Info: Router2 time 41.19s\n") == 41.19
+    assert synth.router_seconds("Info:     iter=1 wires=2 overused=1 overuse=1\n") is None
+
+
 def test_use_yowasp_sets_environment(monkeypatch):
     # setenv first so that monkeypatch restores the variables (use_yowasp edits os.environ
     # directly; a leaked YOSYS would make Amaranth's Verilog export use the YoWASP Yosys).
@@ -216,6 +222,30 @@ def test_placer_reaches_nextpnr(tmp_path):
                                               r"found 'sa'"):
             run()
     assert not any(tmp_path.iterdir())
+
+
+def test_router_reaches_nextpnr(tmp_path):
+    """router1 (engine v2's builds) drops router2's timing-driven rip-up; engine v1's builds
+    keep router2 unless told."""
+    assert "--router router2 --tmg-ripup" in synth.build_plan(SMALL).files["build_top.sh"]
+    one = synth.build_plan(SMALL, router="router1", placer="static").files["build_top.sh"]
+    assert "--router router1" in one and "router2" not in one and "--tmg-ripup" not in one
+    assert "--placer static" in one
+    assert synth.ROUTER_V1 == "router2" and synth.ROUTER_V2 == "router1"
+    for run in (lambda: synth.run_synth(SMALL, router="router3", out_dir=tmp_path / "a"),
+                lambda: synth.run_block(lambda: None, router="router3", out_dir=tmp_path / "b"),
+                lambda: synth.run_seed_sweep(SMALL, [1], router="router3",
+                                             out_dir=tmp_path / "c")):
+        with pytest.raises(ConfigError, match=r"router must be one of \['router1', "
+                                              r"'router2'\], found 'router3'"):
+            run()
+    assert not any(tmp_path.iterdir())
+
+
+def test_cli_bad_router_exits_2(capsys, tmp_path):
+    assert main(["synth", "--router", "router3", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "--router" in err and "'router3'" in err and "Traceback" not in err
 
 
 def test_cli_bad_placer_exits_2(capsys, tmp_path):

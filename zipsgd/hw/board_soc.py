@@ -45,6 +45,7 @@ from .soc import (
 from .synth import (
     KEEP_REPLICAS,
     LUT_MAPPING,
+    ROUTER_V2,
     UNDEFINED_COLLISIONS,
     nextpnr_options,
     require_timing,
@@ -175,10 +176,10 @@ def _tool_line(script: str, tool: str) -> list[str]:
     raise ConfigError(f"LiteX's build script has no {tool} command")
 
 
-def _build_script(litex_script: str, seed: int, placer: str) -> str:
+def _build_script(litex_script: str, seed: int, placer: str, router: str) -> str:
     """The build script: LiteX's device, package and packing options, the YoWASP tools
     (``$YOSYS``, ``$NEXTPNR_ECP5``, ``$ECPPACK``) and the engine's nextpnr options with
-    ``placer``."""
+    ``placer`` and ``router``."""
     pnr = _tool_line(litex_script, "nextpnr-ecp5")
     keep, skip = [], False
     for word in pnr:  # (LiteX's --seed and --timing-allow-fail: ours are in nextpnr_options)
@@ -192,7 +193,7 @@ def _build_script(litex_script: str, seed: int, placer: str) -> str:
     return "\n".join([
         "set -e",
         f'"$YOSYS" -q -l {SOC_TOP}.rpt {SOC_TOP}.ys',
-        f'"$NEXTPNR_ECP5" {shlex.join(keep)} {nextpnr_options(placer)} --seed {seed} '
+        f'"$NEXTPNR_ECP5" {shlex.join(keep)} {nextpnr_options(placer, router)} --seed {seed} '
         f'-l {SOC_TOP}.tim',
         f'"$ECPPACK" {shlex.join(pack)}',
     ]) + "\n"
@@ -200,7 +201,7 @@ def _build_script(litex_script: str, seed: int, placer: str) -> str:
 
 def write_board_soc(board: str, out_dir, params: EngineParams2 = SOC_PARAMS, *,
                     baud: int = SOC_BAUD, clock_hz: float | None = None, seed: int = 1,
-                    placer: str = "heap") -> dict:
+                    placer: str = "heap", router: str = ROUTER_V2) -> dict:
     """Write ``board``'s SoC into ``out_dir``: its Verilog, the engine's RTLIL, the LPF, the
     Yosys and build scripts, ``csr.json`` and ``soc.json``; return ``soc.json``'s content (board,
     clock, rate, engine parameters, DRAM, the engine's and DRAM's bus addresses, the CSR map
@@ -209,12 +210,12 @@ def write_board_soc(board: str, out_dir, params: EngineParams2 = SOC_PARAMS, *,
     Raises
     ------
     ConfigError
-        As :func:`board_soc`; or ``seed`` not an integer >= 0, or ``placer`` not one of
-        ``PLACERS`` (``zipsgd/hw/synth.py``).
+        As :func:`board_soc`; or ``seed`` not an integer >= 0, or ``placer`` or ``router`` not
+        one of ``PLACERS`` or ``ROUTERS`` (``zipsgd/hw/synth.py``).
     """
     if not (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0):
         raise ConfigError(f"seed must be an integer >= 0, found {seed!r}")
-    nextpnr_options(placer)
+    nextpnr_options(placer, router)
     spec = _board(board)
     with quiet_litex():
         soc = board_soc(board, params, baud=baud, clock_hz=clock_hz)
@@ -236,11 +237,12 @@ def write_board_soc(board: str, out_dir, params: EngineParams2 = SOC_PARAMS, *,
                      *(p.name for p in made.glob("*.init"))):
             (made / name).replace(out / name)
     (out / f"{SOC_TOP}.ys").write_text(_yosys_script(engine_il, f"{SOC_TOP}.v"))
-    (out / f"build_{SOC_TOP}.sh").write_text(_build_script(litex_script, seed, placer))
+    (out / f"build_{SOC_TOP}.sh").write_text(_build_script(litex_script, seed, placer, router))
     csr = json.loads((out / "csr.json").read_text())
     ram = soc.bus.regions["main_ram"]
     facts = {"board": spec.name, "clock_hz": soc.sys_clk_freq, "baud": baud,
              "bridges": list(spec.bridges), "dram": spec.dram, "seed": seed, "placer": placer,
+             "router": router,
              "params": {"bus_width": params.bus_width, "max_features": params.max_features,
                         "max_batch": params.max_batch},
              "main_ram_base": ram.origin, "main_ram_size": ram.size,
@@ -255,7 +257,7 @@ def write_board_soc(board: str, out_dir, params: EngineParams2 = SOC_PARAMS, *,
 def run_soc_synth(board: str, params: EngineParams2 = SOC_PARAMS, *, out_dir="build/soc",
                   baud: int = SOC_BAUD, clock_hz: float | None = None, seed: int = 1,
                   check: bool = True, timeout_s: float | None = None,
-                  placer: str = "heap") -> dict:
+                  placer: str = "heap", router: str = ROUTER_V2) -> dict:
     """Write ``board``'s SoC (:func:`write_board_soc`) and build its bitstream
     (``out_dir/zipsgd_soc.bit``) with the YoWASP tools; return the :func:`summarize` result
     with how it was made (also in ``out_dir/summary.json``).
@@ -271,7 +273,7 @@ def run_soc_synth(board: str, params: EngineParams2 = SOC_PARAMS, *, out_dir="bu
     """
     started = time.monotonic()
     facts = write_board_soc(board, out_dir, params, baud=baud, clock_hz=clock_hz, seed=seed,
-                            placer=placer)
+                            placer=placer, router=router)
     written = time.monotonic()
     use_yowasp()
     out = Path(out_dir)
@@ -280,7 +282,7 @@ def run_soc_synth(board: str, params: EngineParams2 = SOC_PARAMS, *, out_dir="bu
                      timeout_s)
     summary = summarize(out / "report.json") | {
         key: facts[key] for key in ("board", "clock_hz", "baud", "bridges", "dram", "seed",
-                                    "placer", "params", "main_ram_size")}
+                                    "placer", "router", "params", "main_ram_size")}
     summary.update({"build_seconds": round(time.monotonic() - started, 1),
                     "elaborate_seconds": round(written - started, 1),
                     "bitstream": f"{SOC_TOP}.bit"})  # (in the summary's folder)

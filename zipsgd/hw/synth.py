@@ -40,9 +40,10 @@ from .ooc import BlockOocTop, EngineOocTop
 from .placed_timing import placed_paths
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoints",
-           "run_block", "critical_path", "router_overuse",
+           "run_block", "critical_path", "router_overuse", "router_seconds",
            "format_table", "run_synth", "run_build_script", "require_timing", "write_summary",
-           "run_seed_sweep", "parse_seeds", "build_plan", "nextpnr_options", "PLACERS", "TOOLS",
+           "run_seed_sweep", "parse_seeds", "build_plan", "nextpnr_options", "PLACERS", "ROUTERS",
+           "ROUTER_V1", "ROUTER_V2", "TOOLS",
            "LUT_MAPPING", "NEXTPNR_OPTIONS", "KEEP_REPLICAS", "UNDEFINED_COLLISIONS"]
 
 #: Amaranth's environment variable for each tool -> the YoWASP executable.
@@ -84,11 +85,20 @@ UNDEFINED_COLLISIONS = "\n".join([
 #: HeAP's timing weights (``placer="heap"``).
 _HEAP_OPTIONS = "--placer-heap-timingweight 40 --placer-heap-critexp 4"
 #: nextpnr-ecp5 options of every build: the report (every net's timing, for
-#: :func:`late_endpoints`), a finished build when timing fails, ``router2`` (``router1`` does
-#: not resolve the engine's congestion) and timing-driven rip-up; ``docs/HARDWARE.md``,
+#: :func:`late_endpoints`), a finished build when timing fails, ``router2`` and its
+#: timing-driven rip-up (:func:`nextpnr_options` swaps in ``router1``); ``docs/HARDWARE.md``,
 #: "Build flow", says why.
 NEXTPNR_OPTIONS = ("--report report.json --detailed-timing-report --timing-allow-fail "
                    "--router router2 --tmg-ripup " + _HEAP_OPTIONS)
+
+#: nextpnr's routers a build may use: ``router2`` with timing-driven rip-up (engine v1's
+#: builds: ``router1`` did not resolve its congestion) or ``router1`` (engine v2's: ``router2``
+#: does not converge on its lanes; ``docs/results/synthesis.md``, "Engine v2's lanes routed
+#: alone").
+ROUTERS = ("router1", "router2")
+#: The router of engine v1's builds, and of engine v2's (its SoC and its blocks).
+ROUTER_V1, ROUTER_V2 = "router2", "router1"
+_ROUTER2 = "--router router2 --tmg-ripup"
 
 #: nextpnr's placers a build may use: ``heap`` (its analytic placer, with the timing weights
 #: of ``NEXTPNR_OPTIONS``; the default) or ``static`` (its electrostatic placer, which spreads
@@ -96,18 +106,22 @@ NEXTPNR_OPTIONS = ("--report report.json --detailed-timing-report --timing-allow
 PLACERS = ("heap", "static")
 
 
-def nextpnr_options(placer: str = "heap") -> str:
-    """The flow's nextpnr options with ``placer`` (one of ``PLACERS``).
+def nextpnr_options(placer: str = "heap", router: str = ROUTER_V1) -> str:
+    """The flow's nextpnr options with ``placer`` (one of ``PLACERS``) and ``router`` (one of
+    ``ROUTERS``).
 
     Raises
     ------
     ConfigError
-        Another placer.
+        Another placer or router.
     """
     if placer not in PLACERS:
         raise ConfigError(f"placer must be one of {list(PLACERS)}, found {placer!r}")
-    return NEXTPNR_OPTIONS.replace(_HEAP_OPTIONS, "--placer static") if placer == "static" \
+    if router not in ROUTERS:
+        raise ConfigError(f"router must be one of {list(ROUTERS)}, found {router!r}")
+    options = NEXTPNR_OPTIONS.replace(_HEAP_OPTIONS, "--placer static") if placer == "static" \
         else NEXTPNR_OPTIONS
+    return options if router == "router2" else options.replace(_ROUTER2, "--router router1")
 
 #: How many groups of late endpoints :func:`summarize` lists when a clock fails.
 LATE_GROUPS = 12
@@ -234,6 +248,13 @@ def router_overuse(log_text: str) -> list[int]:
                                         log_text)]
 
 
+def router_seconds(log_text: str) -> float | None:
+    """The router's own time from nextpnr's log (``Router1 time`` or ``Router2 time``; None
+    for a log without one: routing did not finish)."""
+    found = re.search(r"Router[12] time ([0-9.]+)s", log_text)
+    return float(found.group(1)) if found else None
+
+
 def critical_path(report_json: dict) -> list[dict]:
     """The worst clock-to-clock path of a nextpnr report, source first: each step's
     ``{"type", "from", "to", "delay_ns"}`` (``type`` is ``clk-to-q``, ``logic``, ``routing``
@@ -292,14 +313,14 @@ def _target_mhz(freq_mhz: float | None, ooc: bool) -> float:
 
 def build_plan(params: EngineParams, *, board: str = "ulx3s-85f",
                freq_mhz: float | None = None, ooc: bool = False, seed: int | None = None,
-               name: str = "top", placer: str = "heap"):
+               name: str = "top", placer: str = "heap", router: str = ROUTER_V1):
     """The Amaranth build plan of a board build (no tool runs); with the nextpnr options that
     write ``report.json`` and let a timing failure finish (it is reported by
     :func:`run_synth` instead).  ``freq_mhz`` defaults to ``BOARD_FREQ_MHZ`` (``OOC_FREQ_MHZ``
     out of context).  ``seed`` is nextpnr's placement seed (its default if None): routed
     timing moves by several MHz between seeds, so a change is judged over a few.  ``placer``:
-    one of ``PLACERS``."""
-    options = nextpnr_options(placer)
+    one of ``PLACERS``; ``router``: one of ``ROUTERS``."""
+    options = nextpnr_options(placer, router)
     freq_mhz = _target_mhz(freq_mhz, ooc)
     platform = board_platform(board)
     top = (EngineOocTop(params, freq_mhz=freq_mhz) if ooc
@@ -327,9 +348,10 @@ def _retarget_clock_pin(lpf: str, freq_mhz: float) -> str:
 
 
 def _facts(params: EngineParams, board: str, freq_mhz: float, ooc: bool,
-           seed: int | None, placer: str) -> dict:
+           seed: int | None, placer: str, router: str) -> dict:
     """What a build's summary records about how it was made."""
     return {"board": board, "freq_mhz": freq_mhz, "ooc": ooc, "seed": seed, "placer": placer,
+            "router": router,
             "params": {"bus_width": params.bus_width, "max_features": params.max_features,
                        "max_batch": params.max_batch, "lanes": params.lanes}}
 
@@ -395,8 +417,8 @@ def require_timing(summary: dict, out: Path) -> None:
                           f"the target, lower --freq", summary)
 
 
-def _validate(board: str, seeds, placer: str = "heap") -> None:
-    nextpnr_options(placer)
+def _validate(board: str, seeds, placer: str = "heap", router: str = ROUTER_V1) -> None:
+    nextpnr_options(placer, router)
     if board not in BOARDS:
         raise ConfigError(f"board must be one of {sorted(BOARDS)}, found {board!r}")
     for seed in seeds:
@@ -407,32 +429,34 @@ def _validate(board: str, seeds, placer: str = "heap") -> None:
 
 def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
               freq_mhz: float | None = None, ooc: bool = False, seed: int | None = None,
-              out_dir="build/synth", check_timing: bool = True, placer: str = "heap") -> dict:
+              out_dir="build/synth", check_timing: bool = True, placer: str = "heap",
+              router: str = ROUTER_V1) -> dict:
     """Build ``board`` with the engine at ``params`` into ``out_dir``; return the summary
     (also written to ``out_dir/summary.json``).
 
     Raises
     ------
     ConfigError
-        Unknown board, unreachable frequency, a negative seed or an unknown placer.
+        Unknown board, unreachable frequency, a negative seed or an unknown placer or
+        router.
     BuildError
         A tool failed (see ``out_dir/top.rpt`` for Yosys, ``out_dir/top.tim`` for nextpnr).
     TimingError
         ``check_timing`` and a clock missed its constraint.
     """
-    _validate(board, [seed], placer)
+    _validate(board, [seed], placer, router)
     use_yowasp()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     freq_mhz = _target_mhz(freq_mhz, ooc)
     plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc, seed=seed,
-                      placer=placer)
+                      placer=placer, router=router)
     elaborated = time.monotonic()
     plan.extract(str(out))
     _run_script(plan, out)
     summary = summarize(out / "report.json") | _facts(params, board, freq_mhz, ooc, seed,
-                                                      placer)
+                                                      placer, router)
     summary.update({"build_seconds": round(time.monotonic() - started, 1),
                     "elaborate_seconds": round(elaborated - started, 1)})
     write_summary(out, summary)
@@ -442,7 +466,8 @@ def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
 
 
 def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float = OOC_FREQ_MHZ,
-              seed: int | None = None, route: bool = True, placer: str = "heap") -> dict:
+              seed: int | None = None, route: bool = True, placer: str = "heap",
+              router: str = ROUTER_V2) -> dict:
     """Place and route one component alone in the out-of-context harness
     (:class:`~zipsgd.hw.ooc.BlockOocTop`) into ``out_dir``; return the :func:`summarize`
     result with its worst path (:func:`critical_path`), the seed and the build's seconds.
@@ -453,19 +478,19 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
     Raises
     ------
     ConfigError
-        Unknown board, a negative seed or an unknown placer.
+        Unknown board, a negative seed or an unknown placer or router.
     BuildError
         A tool failed.
     """
-    _validate(board, [seed], placer)
+    _validate(board, [seed], placer, router)
     use_yowasp()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     name = "top"
     # (Without timing-driven rip-up: on a block that misses its clock the router would go on.)
-    options = nextpnr_options(placer).replace(" --tmg-ripup", "") + ("" if seed is None
-                                                                     else f" --seed {seed}")
+    options = nextpnr_options(placer, router).replace(" --tmg-ripup", "") + (
+        "" if seed is None else f" --seed {seed}")
     # (Unrouted: the placed netlist, whose paths ``placed_timing`` estimates.)
     options += "" if route else " --no-route --write placed.json"
     plan = board_platform(board).build(
@@ -483,9 +508,10 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
     _run_script(plan, out)
     report = json.loads((out / "report.json").read_text())
     summary = summarize(report)
-    overuse = router_overuse((out / "top.tim").read_text()) if route else []
+    log = (out / "top.tim").read_text() if route else ""
     summary.update({"critical_path": critical_path(report), "seed": seed, "placer": placer,
-                    "routed": route, "router_overuse": overuse,
+                    "router": router, "routed": route, "router_overuse": router_overuse(log),
+                    "router_seconds": router_seconds(log),
                     "freq_mhz": freq_mhz, "build_seconds": round(time.monotonic() - started, 1)})
     if not route:
         summary["placed_paths"] = placed_paths(out / "placed.json", 10)
@@ -522,7 +548,8 @@ def _margin(summary: dict) -> float:
 def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3s-85f",
                    freq_mhz: float | None = None, ooc: bool = False, jobs: int = 1,
                    out_dir="build/synth", check_timing: bool = True,
-                   seed_minutes: float | None = None, placer: str = "heap") -> dict:
+                   seed_minutes: float | None = None, placer: str = "heap",
+                   router: str = ROUTER_V1) -> dict:
     """Place and route one netlist with each of ``seeds`` (nextpnr's placement seed) until one
     meets timing, ``jobs`` builds at a time; keep the best.
 
@@ -541,7 +568,7 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
     Raises
     ------
     ConfigError
-        Unknown board or placer, no seeds, a negative or repeated seed, ``jobs`` < 1, or
+        Unknown board, placer or router, no seeds, a negative or repeated seed, ``jobs`` < 1, or
         ``seed_minutes`` not positive.
     BuildError
         No seed's build finished (the message gives each one's error).
@@ -554,7 +581,7 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
         raise ConfigError(f"jobs must be an integer >= 1, found {jobs!r}")
     if seed_minutes is not None and not seed_minutes > 0:
         raise ConfigError(f"seed minutes must be > 0, found {seed_minutes!r}")
-    _validate(board, seeds, placer)
+    _validate(board, seeds, placer, router)
     use_yowasp()
     # Absolute: Amaranth's plan.extract changes the process's directory while it writes, which
     # would move a relative path under the builds running in other threads.
@@ -562,8 +589,9 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     freq_mhz = _target_mhz(freq_mhz, ooc)
-    plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc, placer=placer)
-    options = nextpnr_options(placer)
+    plan = build_plan(params, board=board, freq_mhz=freq_mhz, ooc=ooc, placer=placer,
+                      router=router)
+    options = nextpnr_options(placer, router)
     script = f"{plan.script}.sh"
     unseeded = plan.files[script]
     if unseeded.count(options) != 1:
@@ -577,7 +605,7 @@ def run_seed_sweep(params: EngineParams, seeds: list[int], *, board: str = "ulx3
         except BuildError as error:
             return {"error": str(error), "build_seconds": round(time.monotonic() - begun, 1)}
         summary = summarize(seed_dir / "report.json") | _facts(params, board, freq_mhz, ooc,
-                                                               seed, placer)
+                                                               seed, placer, router)
         summary["build_seconds"] = round(time.monotonic() - begun, 1)
         write_summary(seed_dir, summary)
         return summary

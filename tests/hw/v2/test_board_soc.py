@@ -26,9 +26,11 @@ DRAM_BYTES = {"ulx3s-85f": 64 * MIB, "orangecrab-85f": 128 * MIB, "ecpix5-85": 5
 @pytest.fixture(scope="module", params=sorted(SOC_BOARDS))
 def written(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(request.param)
-    # (One board with each placer.)
+    # (One board with each placer; one with router2, the others with engine v2's default.)
     placer = "static" if request.param == "orangecrab-85f" else "heap"
-    return request.param, out, write_board_soc(request.param, out, SMALL, seed=3, placer=placer)
+    router = {"router": "router2"} if request.param == "ecpix5-85" else {}
+    return request.param, out, write_board_soc(request.param, out, SMALL, seed=3, placer=placer,
+                                               **router)
 
 
 def test_a_board_soc_is_a_folder_the_tools_run_in(written):
@@ -50,6 +52,10 @@ def test_a_board_soc_is_a_folder_the_tools_run_in(written):
     assert static == (board == "orangecrab-85f")
     assert ("--placer static" in script) == static
     assert ("--placer-heap-timingweight 40" in script) != static
+    router2 = board == "ecpix5-85"
+    assert facts["router"] == ("router2" if router2 else "router1")
+    assert ("--router router2 --tmg-ripup" in script) == router2
+    assert ("--router router1" in script) != router2 and "--router router1 --tmg" not in script
     assert json.loads((out / "soc.json").read_text()) == json.loads(json.dumps(facts))
 
 
@@ -105,6 +111,9 @@ def test_a_bad_seed_is_named_before_anything_is_written(tmp_path):
     with pytest.raises(ConfigError, match=r"placer must be one of \['heap', 'static'\], "
                                           r"found 'sa'"):
         write_board_soc("ulx3s-85f", tmp_path / "soc", SMALL, placer="sa")
+    with pytest.raises(ConfigError, match=r"router must be one of \['router1', 'router2'\], "
+                                          r"found 'router3'"):
+        write_board_soc("ulx3s-85f", tmp_path / "soc", SMALL, router="router3")
     assert not (tmp_path / "soc").exists()
 
 
