@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from zipsgd.hw.placed_timing import net_estimate_ns, placed_paths
+from zipsgd.hw.placed_timing import net_estimate_ns, placed_paths, wire_length
 
 
 def cell(kind, x, y, ports):
@@ -64,3 +64,28 @@ def test_a_slices_mux_halves_are_no_loop():
     worst = placed_paths({"modules": {"top": {"cells": cells}}}, count=1)
     assert worst[0]["endpoint"] == "d"
     assert [step["cell"] for step in worst[0]["path"]] == ["q", "a", "b", "a"]
+
+
+def test_wire_length_by_the_drivers_block():
+    cells = {
+        "engine.lane3.q": cell("TRELLIS_FF", 0, 0, {"CLK": ("input", [1]), "Q": ("output", [2])}),
+        "engine.lane12.q": cell("TRELLIS_FF", 5, 5, {"CLK": ("input", [1]), "Q": ("output", [3])}),
+        "engine.updater.a": cell("TRELLIS_COMB", 10, 2, {"A": ("input", [2]), "B": ("input", [3]),
+                                                          "C": ("input", ["1"]),
+                                                          "F": ("output", [4])}),
+        "engine.updater.d": cell("TRELLIS_FF", 10, 9, {"CLK": ("input", [1]), "M": ("input", [4]),
+                                                        "Q": ("output", [5])}),
+        "harness": cell("TRELLIS_FF", 40, 40, {"CLK": ("input", [1]), "M": ("input", [5]),
+                                               "Q": ("output", [6])}),
+        "engine.e_lo2": cell("TRELLIS_FF", 40, 41, {"CLK": ("input", [1]), "M": ("input", [6]),
+                                                    "Q": ("output", [7])}),
+        "engine.lane0.f": cell("TRELLIS_FF", 40, 44, {"CLK": ("input", [1]), "M": ("input", [7]),
+                                                      "Q": ("output", [8])}),
+        # (The clock's net and a net without sinks add nothing.)
+        "clk": cell("DCCA", 60, 60, {"CLKO": ("output", [1])}),
+    }
+    shares = wire_length({"modules": {"top": {"cells": cells}}})
+    # lane: 0,0 -> 10,2 (12) and 5,5 -> 10,2 (8); updater: 10,2 -> 10,9 (7) and
+    # 10,9 -> 40,40 (61); the core's own register e_lo2 (3), the harness (1).
+    assert shares == {"updater": 68, "lane": 20, "(own)": 3, "(top)": 1, "total": 92}
+    assert list(shares)[:2] == ["updater", "lane"]

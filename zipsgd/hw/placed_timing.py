@@ -16,7 +16,7 @@ import json
 import re
 from pathlib import Path
 
-__all__ = ["net_estimate_ns", "placed_paths"]
+__all__ = ["net_estimate_ns", "placed_paths", "wire_length"]
 
 #: nextpnr's per-unit estimate at speed 6 (``120 - 22 * speed`` ps, speed 6 is 0).
 UNIT_NS = 0.120
@@ -46,6 +46,43 @@ def net_estimate_ns(driver: tuple[int, int], sink: tuple[int, int], driver_port:
     dx, dy = abs(driver[0] - sink[0]), abs(driver[1] - sink[1])
     units = 3 + max(dx - 5, 0) + max(dy - 5, 0) + 2 * (min(dx, 5) + min(dy, 5))
     return UNIT_NS * units
+
+
+def wire_length(placed: str | Path | dict, prefix: str = "engine.") -> dict[str, int]:
+    """Each block's share of a placed design's wiring: the half-perimeter (in tiles) of every
+    net's bounding box, summed by the block of the net's driver (the submodule after
+    ``prefix``, digits dropped, so that ``lane3`` counts as ``lane``; ``(own)`` for the cells
+    of ``prefix``'s own module, ``(top)`` for those outside it), largest first, with the
+    total under ``"total"``.  The placer minimizes this
+    figure, and a change to a block shows in it after placement alone, before the router's
+    hour (``docs/HARDWARE.md``, "Routing the lanes")."""
+    design = placed if isinstance(placed, dict) else json.loads(Path(placed).read_text())
+    cells = design["modules"]["top"]["cells"]
+    pins, owner = collections.defaultdict(list), {}
+    for name, cell in cells.items():
+        bel = re.match(r"X(\d+)/Y(\d+)", cell.get("attributes", {}).get("NEXTPNR_BEL", ""))
+        if not bel:
+            continue
+        at = (int(bel.group(1)), int(bel.group(2)))
+        directions = cell.get("port_directions", {})
+        for port, bits in cell["connections"].items():
+            if port in _CLOCK_PORTS:
+                continue
+            for bit in bits:
+                if isinstance(bit, str):             # a constant
+                    continue
+                pins[bit].append(at)
+                if directions.get(port) == "output":
+                    block = re.match(re.escape(prefix) + r"(?:([A-Za-z_]+)\d*\.)?", name)
+                    owner[bit] = "(top)" if not block else block.group(1) or "(own)"
+    total = collections.Counter()
+    for bit, at in pins.items():
+        if bit in owner and len(at) > 1:
+            xs, ys = [p[0] for p in at], [p[1] for p in at]
+            total[owner[bit]] += max(xs) - min(xs) + max(ys) - min(ys)
+    shares = dict(total.most_common())
+    shares["total"] = sum(total.values())
+    return shares
 
 
 def _through(cell_type: str, pin: str, out: str) -> float:

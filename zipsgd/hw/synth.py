@@ -37,7 +37,7 @@ from .arith import REPLICA_ATTRIBUTE
 from .boards import BOARDS, EngineBoardTop, board_platform
 from .core import UNUSED_COLLISION_ATTRIBUTE
 from .ooc import BlockOocTop, EngineOocTop
-from .placed_timing import placed_paths
+from .placed_timing import placed_paths, wire_length
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoints",
            "run_block", "critical_path", "router_overuse", "router_seconds",
@@ -473,7 +473,8 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
     result with its worst path (:func:`critical_path`), the seed and the build's seconds.
     Without ``route`` the figures are nextpnr's estimates after placement (for a block too
     congested to route in reasonable time), and ``placed_paths`` its ten worst endpoints by
-    nextpnr's placement estimate (:func:`~zipsgd.hw.placed_timing.placed_paths`).
+    nextpnr's placement estimate (:func:`~zipsgd.hw.placed_timing.placed_paths`) and its
+    wiring by block (``wire_length``: :func:`~zipsgd.hw.placed_timing.wire_length`).
 
     Raises
     ------
@@ -515,6 +516,7 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
                     "freq_mhz": freq_mhz, "build_seconds": round(time.monotonic() - started, 1)})
     if not route:
         summary["placed_paths"] = placed_paths(out / "placed.json", 10)
+        summary["wire_length"] = wire_length(out / "placed.json")
     write_summary(out, summary)
     return summary
 

@@ -92,7 +92,7 @@ def test_lane_against_model(raw, seed):
                     f2 = level(table, per_feature, addr, index, index + s2)
                     x = xf[buffer * CAPACITY + addr]
                     expect_levels[cycle + FORWARD_LATENCY - 1] = (f1, f2, raw_word if raw_mode
-                                                                  else f2)
+                                                                  else f2, addr)
                     expect_fwd[cycle + FORWARD_LATENCY] = (raw_word * x) >> 8 if raw_mode \
                         else f1 * x
                 else:
@@ -126,10 +126,11 @@ def test_lane_against_model(raw, seed):
                 if enable:
                     partials[1 - bank][upd_addr] = 0
                 if cycle in expect_levels and raw_mode:
-                    if ctx.get(dut.f2) != expect_levels.pop(cycle)[2]:
+                    if (ctx.get(dut.f2), ctx.get(dut.f2_addr)) != expect_levels.pop(cycle)[2:]:
                         errors.append(("raw f2", setting, cycle))
                 elif cycle in expect_levels:
-                    got = (ctx.get(dut.first), ctx.get(dut.second), ctx.get(dut.f2))
+                    got = (ctx.get(dut.first), ctx.get(dut.second), ctx.get(dut.f2),
+                           ctx.get(dut.f2_addr))
                     if got != expect_levels.pop(cycle):
                         errors.append(("levels", setting, cycle, got, bits, per_feature,
                                        double, raw_mode))

@@ -697,8 +697,7 @@ class Core2(wiring.Component):
                 w = mem.write_port()
                 r = mem.read_port(transparent_for=(w,))
                 m.d.comb += [w.en.eq(issue2), w.addr.eq(wp2),
-                             w.data.eq(Cat(lane.f2, (delay_line(m, h.addr[k], _LEVELS - _LAG,
-                                                            f"addr{k}") | sub_addr)[:aw],
+                             w.data.eq(Cat(lane.f2, (lane.f2_addr | sub_addr)[:aw],
                                            valid2[k], second2[k], after2[k])),
                              r.addr.eq(c.rp[:aw])]
                 word = delay_line(m, r.data, 1, f"replayed{k}")

@@ -29,7 +29,7 @@ from amaranth.lib.wiring import In, Out
 from zipsgd.spec.engine2 import FORWARD_WIDTH, PARTIAL_WIDTH, PRODUCT_LOG2, RESIDUAL_WIDTH
 from zipsgd.spec.stream import LEVEL_ONE
 
-from ..arith import limb_product
+from ..arith import REPLICA_ATTRIBUTE, limb_product
 from ..core import UNUSED_COLLISION_ATTRIBUTE
 from .gearbox import SLOT_WIDTH
 
@@ -47,12 +47,16 @@ TABLE_FEATURES = TABLE_DEPTH // 16
 PRODUCT_WIDTH = PRODUCT_LOG2 + 2
 #: Cycles from ``fwd`` to ``product`` (``first``, ``second`` one cycle earlier).
 FORWARD_LATENCY = 6
-#: Cycles from ``upd_addr`` to that word on ``partial``.
-PARTIAL_LATENCY = 2
+#: Cycles from ``upd_addr`` to that word on ``partial`` (the lane's address register, the
+#: read, the word's register).
+PARTIAL_LATENCY = 3
 #: Cycles from ``bwd`` after which a read gets its term: 5 (the input registers and the four
 #: stages of the read-modify-write); 6 keeps the pass records' timing of the cycle model.
 GRADIENT_LATENCY = 6
 _MARK = {UNUSED_COLLISION_ATTRIBUTE: 1}
+#: A register that takes a value every lane gets (a write port, the update's address): each
+#: lane keeps its own, which Yosys would otherwise merge into one for every lane's memories.
+_OWN = {REPLICA_ATTRIBUTE: 1}
 #: Write-enable granularity of a partial word (a DP16KD's byte of nine bits).
 _BYTE = 9
 
@@ -65,7 +69,9 @@ class Lane(wiring.Component):
     lanes only: ``raw_word`` replaces F1 and F2).  The gradient sums into a word at most once
     in any ``PARTIAL_REUSE`` cycles.
     ``buffer`` chooses the forward-operand buffer of each field.  ``f2`` is the field's second
-    level (the raw word on raw lanes in raw mode), beside ``first``.
+    level (the raw word on raw lanes in raw mode), beside ``first``, and ``f2_addr`` its
+    address (for the core's replay memory: the lane's own registers, beside it, in place of a
+    delay line from the sequencer).
     """
 
     def __init__(self, capacity: int, raw: bool = False):
@@ -79,7 +85,7 @@ class Lane(wiring.Component):
             "fwd_valid": In(1), "fwd_slot": In(SLOT_WIDTH), "fwd_addr": In(aw),
             "raw_word": In(signed(FORWARD_WIDTH)),
             "first": Out(signed(LEVEL_WIDTH)), "second": Out(signed(LEVEL_WIDTH)),
-            "f2": Out(signed(self.f2_width(raw))),
+            "f2": Out(signed(self.f2_width(raw))), "f2_addr": Out(aw),
             "product": Out(signed(PRODUCT_WIDTH)), "product_valid": Out(1),
             # The gradient pass.
             "bwd_valid": In(1), "bwd_second": In(signed(self.f2_width(raw))),
@@ -110,7 +116,7 @@ class Lane(wiring.Component):
         # the lane's entry (the window stages are a die-crossing route away from the lane's
         # block RAMs; the field's arithmetic starts from here).
         slot, fwd_addr = Signal(SLOT_WIDTH), Signal(self.addr_width)
-        buffer, fwd_valid = Signal(), Signal()
+        buffer, fwd_valid = Signal(attrs=_OWN), Signal()
         m.d.sync += [slot.eq(self.fwd_slot), fwd_addr.eq(self.fwd_addr),
                      buffer.eq(self.buffer), fwd_valid.eq(self.fwd_valid)]
         index = Signal(8)
@@ -127,9 +133,9 @@ class Lane(wiring.Component):
         # can put beside the block RAM (its pins are a route of their own from anywhere).
         a_lo, a_hi = Signal(11), Signal(11)
         a_x = Signal(self.addr_width + 1)
-        cb_we, cb_data = Signal(), Signal(signed(TABLE_WIDTH))
-        xf_we, xf_addr = Signal(), Signal(self.addr_width + 1)
-        xf_data = Signal(signed(FORWARD_WIDTH))
+        cb_we, cb_data = Signal(attrs=_OWN), Signal(signed(TABLE_WIDTH), attrs=_OWN)
+        xf_we, xf_addr = Signal(attrs=_OWN), Signal(self.addr_width + 1, attrs=_OWN)
+        xf_data = Signal(signed(FORWARD_WIDTH), attrs=_OWN)
         e_s1, e_s2, e_top = Signal(), Signal(), Signal()
         m.d.sync += [a_lo.eq(Mux(self.cb_we, self.cb_addr, lo_addr)), a_hi.eq(hi_addr),
                      a_x.eq(Cat(fwd_addr, buffer)),
@@ -181,6 +187,13 @@ class Lane(wiring.Component):
         else:
             f1 = self.first
             m.d.comb += self.f2.eq(self.second)
+        # The field's address beside ``f2``: the entry register and four more.
+        addr = fwd_addr
+        for i in range(FORWARD_LATENCY - 2):
+            nxt = Signal(self.addr_width, name=f"f2_addr{i + 1}")
+            m.d.sync += nxt.eq(addr)
+            addr = nxt
+        m.d.comb += self.f2_addr.eq(addr)
         # Cycle 3: the product (one MULT18X18D, its output register); raw words carry 8 more
         # fraction bits.
         f1_18 = Signal(signed(FORWARD_WIDTH))
@@ -217,18 +230,25 @@ class Lane(wiring.Component):
         term3 = Signal(signed(len(product)))
         m.d.sync += term3.eq(Mux(self.raw, product >> 8, product) if self.raw_lane
                              else product)
-        # The update reads a word and clears it the next cycle (its bank's write port is free:
-        # the gradient sums into the other bank), so every batch starts from zero words.
-        upd_bank1, upd_enable1, upd_addr1, both1 = Signal(), Signal(), Signal(aw), Signal()
-        m.d.sync += [upd_bank1.eq(self.upd_bank), upd_enable1.eq(self.upd_enable),
-                     upd_addr1.eq(self.upd_addr), both1.eq(self.upd_both)]
+        # The update's address, bank and enable into the lane's own flip-flops (the updater is
+        # a die-crossing route away); it reads the word from them and clears it the next cycle
+        # (its bank's write port is free: the gradient sums into the other bank), so every
+        # batch starts from zero words.
+        upd_bank0, upd_enable0 = Signal(attrs=_OWN), Signal(attrs=_OWN)
+        upd_addr0, both0 = Signal(aw, attrs=_OWN), Signal(attrs=_OWN)
+        m.d.sync += [upd_bank0.eq(self.upd_bank), upd_enable0.eq(self.upd_enable),
+                     upd_addr0.eq(self.upd_addr), both0.eq(self.upd_both)]
+        upd_bank1, upd_enable1 = Signal(attrs=_OWN), Signal(attrs=_OWN)
+        upd_addr1, both1 = Signal(aw, attrs=_OWN), Signal(attrs=_OWN)
+        m.d.sync += [upd_bank1.eq(upd_bank0), upd_enable1.eq(upd_enable0),
+                     upd_addr1.eq(upd_addr0), both1.eq(both0)]
         bytes_ = (PARTIAL_WIDTH + 1) // _BYTE
         summed = Signal(signed(PARTIAL_WIDTH))       # stage 4: the sum being written
         words = []
         for g, (r, w) in enumerate(banks):
             summing = v4 & (bank4 == g)
             clearing = upd_enable1 & ((upd_bank1 == g) | both1)
-            m.d.comb += [r.addr.eq(Mux(v1 & (bank1 == g), addr1, self.upd_addr)),
+            m.d.comb += [r.addr.eq(Mux(v1 & (bank1 == g), addr1, upd_addr0)),
                          w.addr.eq(Mux(summing, addr4, upd_addr1)),
                          w.en.eq(Mux(summing, (1 << bytes_) - 1,
                                      Mux(clearing, 1 << (bytes_ - 1), 0))),
@@ -241,8 +261,8 @@ class Lane(wiring.Component):
         old = (Mux(keep[0], words[0][:PARTIAL_WIDTH], 0)
                | Mux(keep[1], words[1][:PARTIAL_WIDTH], 0)).as_signed()
         m.d.sync += summed.eq(old + term3)
-        # The update's word: read two cycles before.
-        upd_bank2, upd_enable2 = Signal(), Signal()
+        # The update's word: read two cycles before (three after its address).
+        upd_bank2, upd_enable2 = Signal(attrs=_OWN), Signal(attrs=_OWN)
         m.d.sync += [upd_bank2.eq(upd_bank1), upd_enable2.eq(upd_enable1)]
         read = Mux(upd_bank2, words[1], words[0])
         m.d.comb += self.partial.eq(Mux(upd_enable2 & ~read[PARTIAL_WIDTH],
