@@ -156,6 +156,19 @@ def test_router_seconds_of_either_router():
     assert synth.router_seconds("Info:     iter=1 wires=2 overused=1 overuse=1\n") is None
 
 
+def test_router_progress_of_router1():
+    log = """Info: Routing 173908 arcs.
+Info:            |   (re-)routed arcs  |   delta    | remaining|       time spent     |
+Info:    IterCnt |  w/ripup   wo/ripup |  w/r  wo/r |      arcs| batch(sec) total(sec)|
+Info:       1000 |      441        558 |  441   558 |    173467|       5.28       5.28|
+Info:       2000 |      637       1362 |  294   706 |    172974|       1.38       6.67|
+Info:     545000 |   206779     332221 |  555   445 |     11568|      29.45    5427.12|
+"""
+    assert synth.router_progress(log) == [(1000, 173467, 5.28), (2000, 172974, 6.67),
+                                          (545000, 11568, 5427.12)]
+    assert synth.router_progress("Info:     iter=1 wires=2 overused=1 overuse=1\n") == []
+
+
 def test_use_yowasp_sets_environment(monkeypatch):
     # setenv first so that monkeypatch restores the variables (use_yowasp edits os.environ
     # directly; a leaked YOSYS would make Amaranth's Verilog export use the YoWASP Yosys).

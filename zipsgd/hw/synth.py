@@ -40,7 +40,7 @@ from .ooc import BlockOocTop, EngineOocTop
 from .placed_timing import placed_paths, wire_length
 
 __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoints",
-           "run_block", "critical_path", "router_overuse", "router_seconds",
+           "run_block", "critical_path", "router_overuse", "router_progress", "router_seconds",
            "format_table", "run_synth", "run_build_script", "require_timing", "write_summary",
            "run_seed_sweep", "parse_seeds", "build_plan", "nextpnr_options", "PLACERS", "ROUTERS",
            "ROUTER_V1", "ROUTER_V2", "TOOLS",
@@ -246,6 +246,16 @@ def router_overuse(log_text: str) -> list[int]:
     to 0 (``docs/HARDWARE.md``, "Routing the lanes")."""
     return [int(m) for m in re.findall(r"iter=\d+ wires=\d+ overused=\d+ overuse=(\d+)",
                                         log_text)]
+
+
+def router_progress(log_text: str) -> list[tuple[int, int, float]]:
+    """``router1``'s progress from nextpnr's log: (iterations, arcs left to route, seconds)
+    at each of its reports (every thousand iterations), so that a route stopped before its
+    end still shows how far it got and how fast (``docs/HARDWARE.md``, "Routing the
+    lanes")."""
+    return [(int(i), int(left), float(t)) for i, left, t in re.findall(
+        r"Info:\s+(\d+) \|\s+\d+\s+\d+ \|\s+\d+\s+\d+ \|\s+(\d+)\|\s+[0-9.]+\s+([0-9.]+)\|",
+        log_text)]
 
 
 def router_seconds(log_text: str) -> float | None:
@@ -467,7 +477,7 @@ def run_synth(params: EngineParams, *, board: str = "ulx3s-85f",
 
 def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float = OOC_FREQ_MHZ,
               seed: int | None = None, route: bool = True, placer: str = "heap",
-              router: str = ROUTER_V2) -> dict:
+              router: str = ROUTER_V2, timeout_s: float | None = None) -> dict:
     """Place and route one component alone in the out-of-context harness
     (:class:`~zipsgd.hw.ooc.BlockOocTop`) into ``out_dir``; return the :func:`summarize`
     result with its worst path (:func:`critical_path`), the seed and the build's seconds.
@@ -481,7 +491,8 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
     ConfigError
         Unknown board, a negative seed or an unknown placer or router.
     BuildError
-        A tool failed.
+        A tool failed, or the build took more than ``timeout_s`` seconds (its log,
+        ``top.tim``, stays in ``out_dir``: :func:`router_progress`).
     """
     _validate(board, [seed], placer, router)
     use_yowasp()
@@ -506,7 +517,7 @@ def run_block(make_block, *, out_dir, board: str = "ulx3s-85f", freq_mhz: float 
     plan.files[script] = "\n".join(line for line in plan.files[script].splitlines()
                                     if not line.startswith('"$ECPPACK"'))
     plan.extract(str(out))
-    _run_script(plan, out)
+    _run_script(plan, out, timeout_s)
     report = json.loads((out / "report.json").read_text())
     summary = summarize(report)
     log = (out / "top.tim").read_text() if route else ""
