@@ -9,7 +9,6 @@ never an implicit truncation by assignment.
 
 from __future__ import annotations
 
-import functools
 import operator
 
 from amaranth.hdl import Cat, ClockSignal, Const, Instance, Mux, Signal, Value, signed
@@ -750,7 +749,12 @@ def any_of(bits) -> Value:
 
 
 def popcount(bits: Value) -> Value:
-    return functools.reduce(operator.add, [bits[i] for i in range(len(bits))], Const(0, 1)) \
-        if len(bits) else Const(0, 1)
+    """The number of set bits, as a tree of adders (depth log2 of the width: a chain of one
+    adder per bit was the routed v2 core's worst path, 79 cells for 32 bits)."""
+    terms = [bits[i] for i in range(len(bits))] or [Const(0, 1)]
+    while len(terms) > 1:
+        terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
+                 for i in range(0, len(terms), 2)]
+    return terms[0]
 
 
