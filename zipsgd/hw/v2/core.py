@@ -696,6 +696,7 @@ class Core2(wiring.Component):
                 m.submodules[f"replay{k}"] = mem
                 w = mem.write_port()
                 r = mem.read_port(transparent_for=(w,))
+                # (``f2_addr`` is the lane's ``fwd_addr`` _LEVELS - _LAG cycles on, with ``f2``.)
                 m.d.comb += [w.en.eq(issue2), w.addr.eq(wp2),
                              w.data.eq(Cat(lane.f2, (lane.f2_addr | sub_addr)[:aw],
                                            valid2[k], second2[k], after2[k])),
