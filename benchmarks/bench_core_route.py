@@ -34,8 +34,8 @@ def main():
     placed = run_block(_core, out_dir="build/core_route/placed", seed=1, freq_mhz=TARGET_MHZ,
                        route=False, placer="static", router=ROUTER_V2)
     used = {k: v["used"] for k, v in placed["resources"].items()}
-    print(f"placement: {used.get('TRELLIS_COMB', used.get('LUT4', 0))} TRELLIS_COMB, "
-          f"{used.get('TRELLIS_FF', 0)} FF, {used.get('DP16KD', 0)} DP16KD, "
+    print(f"placement: {used.get('LUT4', 0)} TRELLIS_COMB, {used.get('FF', 0)} FF, "
+          f"{used.get('DP16KD', 0)} DP16KD, "
           f"{placed['build_seconds']:.0f} s")
     wires = placed["wire_length"]
     print("| block | wiring (tiles) | share |")

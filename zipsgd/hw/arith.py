@@ -749,8 +749,8 @@ def any_of(bits) -> Value:
 
 
 def popcount(bits: Value) -> Value:
-    """The number of set bits, as a tree of adders (depth log2 of the width: a chain of one
-    adder per bit was the routed v2 core's worst path, 79 cells for 32 bits)."""
+    """The number of set bits, as a tree of adders: depth log2 of the width, where a chain of
+    one adder per bit is as deep as the width (32 starts: a cycle's worth of cells)."""
     terms = [bits[i] for i in range(len(bits))] or [Const(0, 1)]
     while len(terms) > 1:
         terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
