@@ -7,7 +7,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from zipsgd.hw.v2.gearbox import FieldGearbox, beat_layout, raw_word
+from zipsgd.hw.v2.gearbox import FieldGearbox, beat_layout, raw_bits
 from zipsgd.hw.v2.lane import FORWARD_LATENCY, PRODUCT_WIDTH, Lane
 from zipsgd.hw.v2.sequencer import WindowSequencer
 from zipsgd.hw.v2.trees import GROUP, ReductionTree, SegmentedSum
@@ -47,7 +47,7 @@ class LaneArray(wiring.Component):
                          lane.fwd_valid.eq(gb.windows.valid & seq.valid[k]),
                          lane.fwd_slot.eq(slots[k]), lane.fwd_addr.eq(seq.addr[k])]
             if k % 4 == 0:
-                m.d.comb += lane.raw_word.eq(raw_word([slots[k + i] for i in range(4)]))
+                m.d.comb += lane.raw_bits.eq(raw_bits([slots[k + i] for i in range(4)]))
             start, end = seq.start[k], seq.end[k]
             for i in range(FORWARD_LATENCY):
                 delayed = Signal(name=f"start{k}_d{i}")

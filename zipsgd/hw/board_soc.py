@@ -148,7 +148,7 @@ def board_soc(board: str, params: EngineParams2 = SOC_PARAMS, *, baud: int = SOC
         soc.platform.add_extension(getattr(platform_module, spec.serial))
     soc.add_uartbone(uart_name="serial", baudrate=baud)
     soc.engine_irq = Signal()  # (no CPU: the host polls STATUS)
-    add_engine(soc, params)
+    add_engine(soc, params, global_reset=True)
     return soc
 
 

@@ -242,11 +242,18 @@ class AxiReadUpConverter(Module):
                         fresh.eq(last_beat), pos.eq(at + 1), left.eq(remaining - 1))
 
 
-def _engine(soc, params: EngineParams2) -> None:
+def _engine(soc, params: EngineParams2, global_reset: bool = False) -> None:
     """The engine: its AXI4 master on a LiteDRAM port, its AXI4-Lite registers on the bus.  A
     DRAM whose native word is wider than the engine's (DDR3 at 1:2: 128 bits) gets a port of
-    its own width behind :class:`AxiReadUpConverter`."""
+    its own width behind :class:`AxiReadUpConverter`.  ``global_reset`` (an ECP5 build):
+    the engine's reset is the system reset through a global buffer (``DCCA``)."""
     w = params.bus_width
+    reset = ResetSignal()
+    if global_reset:
+        # The reset reaches most of the engine's flip-flops: as a fabric net its thousands
+        # of arcs from one driver kept router1 ripping up (docs/HARDWARE.md, "The board SoCs").
+        reset = Signal()
+        soc.specials += Instance("DCCA", i_CLKI=ResetSignal(), i_CE=1, o_CLKO=reset)
     master = axi.AXIInterface(data_width=w, address_width=32, id_width=1)
     native = soc.sdram.crossbar.controller.data_width
     origin = soc.bus.regions["main_ram"].origin
@@ -265,7 +272,7 @@ def _engine(soc, params: EngineParams2) -> None:
     low = ADDR_WIDTH
     soc.specials += Instance(
         TOP_NAME2,
-        i_clk=ClockSignal(), i_rst=ResetSignal(),
+        i_clk=ClockSignal(), i_rst=reset,
         i_s_axis_tdata=0, i_s_axis_tvalid=0, i_s_axis_tlast=0, o_s_axis_tready=Signal(),
         i_s_axil_awaddr=regs.aw.addr[:low], i_s_axil_awvalid=regs.aw.valid,
         o_s_axil_awready=regs.aw.ready,

@@ -10,6 +10,7 @@ import pytest
 
 from zipsgd.hw.board_soc import SOC_BOARDS, SOC_TOP, board_soc, run_soc_synth, write_board_soc
 from zipsgd.hw.soc import ENGINE_BASE
+from zipsgd.hw.v2.top import TOP_NAME2
 from zipsgd.spec.engine2 import EngineParams2
 from zipsgd.spec.errors import ConfigError
 
@@ -57,6 +58,17 @@ def test_a_board_soc_is_a_folder_the_tools_run_in(written):
     assert ("--router router2 --tmg-ripup" in script) == router2
     assert ("--router router1" in script) != router2 and "--router router1 --tmg" not in script
     assert json.loads((out / "soc.json").read_text()) == json.loads(json.dumps(facts))
+
+
+def test_the_engines_reset_is_on_a_global_buffer(written):
+    _, out, _ = written
+    verilog = (out / f"{SOC_TOP}.v").read_text()
+    dcca = re.search(r"\bDCCA\s+\w+\s*\((.*?)\);", verilog, re.S)
+    assert dcca, "no DCCA in the SoC"
+    assert re.search(r"\.CLKI\s*\(sys_rst\)", dcca.group(1))
+    buffered = re.search(r"\.CLKO\s*\((\w+)\)", dcca.group(1)).group(1)
+    engine = re.search(rf"\b{TOP_NAME2}\s+\w+\s*\((.*?)\);", verilog, re.S)
+    assert re.search(rf"\.rst\s*\({buffered}\)", engine.group(1))
 
 
 def test_a_board_soc_holds_the_engine_the_dram_and_the_bridges(written):

@@ -8,7 +8,14 @@ import pytest
 from sim_support import simulate
 
 from zipsgd.hw.v2.lane import FORWARD_LATENCY, PARTIAL_LATENCY, TABLE_DEPTH, Lane
-from zipsgd.spec.engine2 import PARTIAL_REUSE, PARTIAL_WIDTH, RESIDUAL_MAX
+from zipsgd.spec.engine2 import (
+    PARTIAL_REUSE,
+    PARTIAL_WIDTH,
+    RAW_PRODUCT_SHIFT2,
+    RAW_ROUND_SHIFT,
+    RESIDUAL_MAX,
+)
+from zipsgd.spec.stream import RAW_ONE
 
 CAPACITY = 64
 
@@ -80,10 +87,14 @@ def test_lane_against_model(raw, seed):
                 fwd = rng.random() < 0.8
                 addr = rng.randrange(CAPACITY)
                 slot = rng.randrange(1 << 10)
-                raw_word = rng.randrange(-(1 << 16), (1 << 16) + 1)
+                # Raw words over the whole 32 bits, and near the clamp at +-1.
+                word = rng.randrange(-(1 << 31), 1 << 31) if rng.random() < 0.3 else \
+                    rng.randrange(-(1 << 30) - (1 << 15), (1 << 30) + (1 << 15))
+                raw_word = (max(-RAW_ONE, min(RAW_ONE, word)) + (1 << (RAW_ROUND_SHIFT - 1))) \
+                    >> RAW_ROUND_SHIFT
                 ctx.set(dut.fwd_slot, slot)
                 ctx.set(dut.fwd_addr, addr)
-                ctx.set(dut.raw_word, raw_word)
+                ctx.set(dut.raw_bits, word & 0xFFFF_FFFF)
                 if fwd:
                     index = slot & ((1 << bits) - 1)
                     s1 = (slot >> bits) & 1
@@ -91,10 +102,11 @@ def test_lane_against_model(raw, seed):
                     f1 = level(table, per_feature, addr, index, index + s1)
                     f2 = level(table, per_feature, addr, index, index + s2)
                     x = xf[buffer * CAPACITY + addr]
-                    expect_levels[cycle + FORWARD_LATENCY - 1] = (f1, f2, raw_word if raw_mode
-                                                                  else f2, addr)
-                    expect_fwd[cycle + FORWARD_LATENCY] = (raw_word * x) >> 8 if raw_mode \
-                        else f1 * x
+                    # (Raw lanes' f2 is the level shifted up outside raw mode.)
+                    f2_out = raw_word if raw_mode else f2 << (RAW_PRODUCT_SHIFT2 * raw)
+                    expect_levels[cycle + FORWARD_LATENCY - 1] = (f1, f2, f2_out, addr)
+                    expect_fwd[cycle + FORWARD_LATENCY] = \
+                        (raw_word * x) >> RAW_PRODUCT_SHIFT2 if raw_mode else f1 * x
                 else:
                     expect_fwd[cycle + FORWARD_LATENCY] = 0        # an invalid field adds 0
                 bwd = rng.random() < 0.7
@@ -104,13 +116,13 @@ def test_lane_against_model(raw, seed):
                 recent = (recent + [b_addr if bwd else None])[-(PARTIAL_REUSE - 1):]
                 e = rng.randrange(-RESIDUAL_MAX, RESIDUAL_MAX + 1)
                 f2_in = rng.randrange(-(1 << 16), (1 << 16) + 1) if raw_mode \
-                    else rng.randrange(-256, 257)
+                    else rng.randrange(-256, 257) << (RAW_PRODUCT_SHIFT2 * raw)
                 for sig, v in ((dut.bwd_valid, int(bwd)), (dut.bwd_e, e),
                                (dut.bwd_second, f2_in), (dut.bwd_addr, b_addr),
                                (dut.bwd_bank, bank)):
                     ctx.set(sig, v)
                 if bwd:
-                    term = (e * f2_in) >> 8 if raw_mode else e * f2_in
+                    term = (e * f2_in) >> RAW_PRODUCT_SHIFT2 if raw else e * f2_in
                     partials[bank][b_addr] = wrap(partials[bank][b_addr] + term)
                 # The update reads a word of the other memory and clears it (never the same
                 # word twice in a row: the engine reads each word once per batch).

@@ -49,7 +49,7 @@ from zipsgd.spec.fixed import RAND_BITS
 from ..arith import above, delay_line, popcount, replicas
 from ..core import UNUSED_COLLISION_ATTRIBUTE
 from ..rng import XorshiftBank
-from .gearbox import SLOT_WIDTH, FieldGearbox, beat_layout, raw_word
+from .gearbox import SLOT_WIDTH, FieldGearbox, beat_layout, raw_bits
 from .lane import FORWARD_LATENCY, GRADIENT_LATENCY, PRODUCT_WIDTH, TABLE_WIDTH, Lane
 from .sample import LABEL_WIDTH, SampleUnit
 from .sample import LATENCY as SAMPLE_LATENCY
@@ -274,6 +274,12 @@ class Core2(wiring.Component):
         steps = [Signal(signed(34), name=f"rb_step{i}") for i in range(6)]
         m.d.sync += [steps[whole * 3 + n].eq(n * bp - (positions if whole else 0))
                      for whole in range(2) for n in range(3)]
+        # ``rb + step < P`` and ``rb + step == P`` are ``rb < P - step`` and ``rb == P - step``:
+        # a register against registered constants, with no adder before the decision's choice.
+        # (Settings: two cycles after them, long before the epoch's first pass, after the
+        # refresh.)
+        marks = [Signal(signed(35), name=f"rb_mark{i}") for i in range(6)]
+        m.d.sync += [mark.eq(positions - step) for mark, step in zip(marks, steps, strict=True)]
 
         # The forward buffers of batches fb and fb + 1: the parity of the version each reads
         # (EXACT: the batch's own; DELAYED: the one before, version 0 for batch 0), from fb's
@@ -362,13 +368,18 @@ class Core2(wiring.Component):
                                & window & ready_a & space & (fresh | ~short))
         crossed = Cat(cross1 & ~cross2, cross2)                 # 0, 1 or 2 batches
         c.crossed = crossed
-        pick = Signal(3)
-        m.d.comb += pick.eq(Mux(c.issue & whole, 3, 0) + Mux(c.issue, crossed, 0))
+
+        def choose(outcomes):
+            """This cycle's outcome of six made beforehand (``steps``' order): the decision
+            only chooses, in the last LUTs (no pass: the first)."""
+            kept = Mux(cross2, outcomes[2], Mux(cross1, outcomes[1], outcomes[0]))
+            left_window = Mux(cross2, outcomes[5], Mux(cross1, outcomes[4], outcomes[3]))
+            return Mux(c.issue, Mux(whole, left_window, kept), outcomes[0])
+
         for rb, tin, tat in ((rb1, in1, at1), (rb2, in2, at2)):
-            nexts = [rb + st for st in steps]
-            m.d.sync += [rb.eq(Array(nexts)[pick]),
-                         tin.eq(Array(below(v, pos_bits) for v in nexts)[pick]),
-                         tat.eq(Array(at(v) for v in nexts)[pick])]
+            m.d.sync += [rb.eq(choose([rb + st for st in steps])),
+                         tin.eq(choose([rb < mark for mark in marks])),
+                         tat.eq(choose([rb == mark for mark in marks]))]
         gone = Mux(c.issue, crossed, 0)
         aheads = [ahead + version_up - d for d in range(3)]
         lefts = [left - d for d in range(3)]
@@ -467,7 +478,7 @@ class Core2(wiring.Component):
                 lane.buffer.eq(buffers[k]),
             ]
             if k % 4 == 0:
-                m.d.comb += lane.raw_word.eq(raw_word([slots[k + i] for i in range(4)]))
+                m.d.comb += lane.raw_bits.eq(raw_bits([slots[k + i] for i in range(4)]))
         # Labels: the start lane's two levels (or raw word), with the levels.
         start2 = delay_line(m, f.start1, _LEVELS - 1, "start")
         labels = []

@@ -21,7 +21,7 @@ from zipsgd.hw.arith import any_of, replicas
 from zipsgd.spec.engine2 import FORWARD_WIDTH, RAW_ROUND_SHIFT
 
 __all__ = ["FieldGearbox", "FIELD_WIDTHS", "SLOT_WIDTH", "window_layout", "beat_layout",
-           "raw_word"]
+           "raw_word", "raw_bits", "raw_round", "raw_clamp"]
 
 #: Field widths the gearbox extracts: ``single`` b = 1..8 (2..9 bits), ``double`` (3..10) and
 #: the 8-bit chunks of a ``raw32`` word (four per word, ``docs/HARDWARE.md``).
@@ -135,12 +135,28 @@ class FieldGearbox(wiring.Component):
         return m
 
 
+def raw_bits(chunks) -> Value:
+    """A raw32 field's 32 bits from its four 8-bit chunks (slots ``4m .. 4m+3``, low chunk
+    first)."""
+    return Cat(*(c[:8] for c in chunks))
+
+
+def raw_round(word: Value) -> Value:
+    """The first of :func:`raw_word`'s two steps: ``(w + 2**13) >> 14`` of the 32-bit word
+    (19 bits, signed)."""
+    return word[RAW_ROUND_SHIFT:].as_signed() + word[RAW_ROUND_SHIFT - 1]
+
+
+def raw_clamp(rounded: Value) -> Value:
+    """The second of :func:`raw_word`'s steps: the rounded word clamped to [-2**16, 2**16]."""
+    one = 1 << (30 - RAW_ROUND_SHIFT)
+    return Mux(rounded > one, one, Mux(rounded < -one, -one, rounded[:FORWARD_WIDTH]))
+
+
 def raw_word(chunks) -> Value:
     """A raw32 field from its four 8-bit chunks (slots ``4m .. 4m+3``, low chunk first),
     clamped to [-2**30, 2**30] and rounded to 16 fraction bits: ``(w + 2**13) >> 14``
     (numerics v2, ``zipsgd.spec.engine2.RAW_ROUND_SHIFT``).  Rounding first and clamping the
-    rounded word to [-2**16, 2**16] gives the same word with 18-bit carry chains."""
-    word = Cat(*(c[:8] for c in chunks))
-    rounded = word[RAW_ROUND_SHIFT:].as_signed() + word[RAW_ROUND_SHIFT - 1]
-    one = 1 << (30 - RAW_ROUND_SHIFT)
-    return Mux(rounded > one, one, Mux(rounded < -one, -one, rounded[:FORWARD_WIDTH]))
+    rounded word to [-2**16, 2**16] gives the same word with 18-bit carry chains (a raw lane
+    makes the two steps in two cycles: ``Lane.raw_bits``)."""
+    return raw_clamp(raw_round(raw_bits(chunks)))

@@ -26,12 +26,18 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from zipsgd.spec.engine2 import FORWARD_WIDTH, PARTIAL_WIDTH, PRODUCT_LOG2, RESIDUAL_WIDTH
+from zipsgd.spec.engine2 import (
+    FORWARD_WIDTH,
+    PARTIAL_WIDTH,
+    PRODUCT_LOG2,
+    RAW_PRODUCT_SHIFT2,
+    RESIDUAL_WIDTH,
+)
 from zipsgd.spec.stream import LEVEL_ONE
 
 from ..arith import REPLICA_ATTRIBUTE, limb_product
 from ..core import UNUSED_COLLISION_ATTRIBUTE
-from .gearbox import SLOT_WIDTH
+from .gearbox import SLOT_WIDTH, raw_clamp, raw_round
 
 __all__ = ["Lane", "LEVEL_WIDTH", "TABLE_WIDTH", "TABLE_DEPTH", "TABLE_FEATURES",
            "PRODUCT_WIDTH", "FORWARD_LATENCY", "PARTIAL_LATENCY", "GRADIENT_LATENCY"]
@@ -66,12 +72,13 @@ class Lane(wiring.Component):
 
     Settings (held while busy): ``index_mask`` = ``2**b - 1``, ``bit_select`` one-hot of ``b``
     (bit ``b - 1`` set), ``double``, ``per_feature`` (level tables per feature), ``raw`` (raw
-    lanes only: ``raw_word`` replaces F1 and F2).  The gradient sums into a word at most once
-    in any ``PARTIAL_REUSE`` cycles.
+    lanes only: the raw32 word of ``raw_bits``, its four chunks, replaces F1 and F2).  The
+    gradient sums into a word at most once in any ``PARTIAL_REUSE`` cycles.
     ``buffer`` chooses the forward-operand buffer of each field.  ``f2`` is the field's second
-    level (the raw word on raw lanes in raw mode), beside ``first``, and ``f2_addr`` its
-    address (for the core's replay memory: the lane's own registers, beside it, in place of a
-    delay line from the sequencer).
+    level, beside ``first``, and ``f2_addr`` its address (for the core's replay memory: the
+    lane's own registers, beside it, in place of a delay line from the sequencer).  On raw
+    lanes ``f2`` (and ``bwd_second``) is the raw word in raw mode and the level times
+    ``2**RAW_PRODUCT_SHIFT2`` otherwise: their products always drop that many bits.
     """
 
     def __init__(self, capacity: int, raw: bool = False):
@@ -83,7 +90,7 @@ class Lane(wiring.Component):
             "buffer": In(1), "raw": In(1),
             # The forward pass.
             "fwd_valid": In(1), "fwd_slot": In(SLOT_WIDTH), "fwd_addr": In(aw),
-            "raw_word": In(signed(FORWARD_WIDTH)),
+            "raw_bits": In(32),
             "first": Out(signed(LEVEL_WIDTH)), "second": Out(signed(LEVEL_WIDTH)),
             "f2": Out(signed(self.f2_width(raw))), "f2_addr": Out(aw),
             "product": Out(signed(PRODUCT_WIDTH)), "product_valid": Out(1),
@@ -172,18 +179,24 @@ class Lane(wiring.Component):
         m.d.sync += [self.first.eq(Mux(s1_2, upper, la1)),
                      self.second.eq(Mux(s2_2, upper, la1)), operand.eq(operand1)]
         if self.raw_lane:
-            # The raw word arrives with the slot: registers put it beside ``first``; the
-            # multiplier's operand is chosen before its register (a DSP input waits for no
-            # look-up).
-            raw = self.raw_word
-            for i in range(4):
+            # The raw word's bits arrive with the slot: it is rounded into the first register
+            # and clamped into the second (a carry chain each), and two more put it beside
+            # ``first``; the multiplier's operand is chosen before its register (a DSP input
+            # waits for no look-up).
+            rounded = Signal(signed(FORWARD_WIDTH + 1), name="raw1")
+            raw = Signal(signed(FORWARD_WIDTH), name="raw2")
+            m.d.sync += [rounded.eq(raw_round(self.raw_bits)), raw.eq(raw_clamp(rounded))]
+            for i in range(2, 4):
                 nxt = Signal(signed(FORWARD_WIDTH), name=f"raw{i + 1}")
                 m.d.sync += nxt.eq(raw)
                 raw = nxt
+            # A level enters the products shifted up by the raw words' extra fraction bits,
+            # so that both modes take the same bits of the product (no choice after it).
             raw_f2 = Signal(signed(FORWARD_WIDTH))
             f1 = Signal(signed(FORWARD_WIDTH))
-            m.d.sync += [raw_f2.eq(raw), f1.eq(Mux(self.raw, raw, Mux(s1_2, upper, la1)))]
-            m.d.comb += self.f2.eq(Mux(self.raw, raw_f2, self.second))
+            m.d.sync += [raw_f2.eq(raw),
+                         f1.eq(Mux(self.raw, raw, Mux(s1_2, upper, la1) << RAW_PRODUCT_SHIFT2))]
+            m.d.comb += self.f2.eq(Mux(self.raw, raw_f2, self.second << RAW_PRODUCT_SHIFT2))
         else:
             f1 = self.first
             m.d.comb += self.f2.eq(self.second)
@@ -194,12 +207,12 @@ class Lane(wiring.Component):
             m.d.sync += nxt.eq(addr)
             addr = nxt
         m.d.comb += self.f2_addr.eq(addr)
-        # Cycle 3: the product (one MULT18X18D, its output register); raw words carry 8 more
-        # fraction bits.
+        # Cycle 3: the product (one MULT18X18D, its output register); raw lanes' operands carry
+        # RAW_PRODUCT_SHIFT2 more fraction bits.
         f1_18 = Signal(signed(FORWARD_WIDTH))
         m.d.comb += f1_18.eq(f1)
         prod = limb_product(m, f1_18, operand, "forward_product", platform)
-        m.d.comb += self.product.eq(Mux(self.raw, prod >> 8, prod) if self.raw_lane else prod)
+        m.d.comb += self.product.eq(prod >> RAW_PRODUCT_SHIFT2 if self.raw_lane else prod)
 
     def _gradient(self, m, platform):
         aw = self.addr_width
@@ -228,8 +241,7 @@ class Lane(wiring.Component):
                      v3.eq(v2), addr3.eq(addr2), bank3.eq(bank2),
                      v4.eq(v3), addr4.eq(addr3), bank4.eq(bank3)]
         term3 = Signal(signed(len(product)))
-        m.d.sync += term3.eq(Mux(self.raw, product >> 8, product) if self.raw_lane
-                             else product)
+        m.d.sync += term3.eq(product >> RAW_PRODUCT_SHIFT2 if self.raw_lane else product)
         # The update's address, bank and enable into the lane's own flip-flops (the updater is
         # a die-crossing route away); it reads the word from them and clears it the next cycle
         # (its bank's write port is free: the gradient sums into the other bank), so every

@@ -67,14 +67,19 @@ class WindowStage(wiring.Component):
         for e, entry in enumerate(entries):
             with m.If(push & (wp == e)):
                 m.d.sync += entry.eq(self.i.payload)
-        after = Mux(push, Mux(pop, count, count + 1), Mux(pop, count - 1, count))
+        # ``pop`` comes late (the consumer's decision): every next value is computed for
+        # both of its outcomes, and ``pop`` only chooses between two, in the last LUT.
         # (The pointers wrap by their width: depth is a power of two.)
-        m.d.sync += [wp.eq(wp + push), rp.eq(rp + pop), count.eq(after),
-                     held.eq(after != 0), room.eq(after != depth)]
+        stay = Mux(push, count + 1, count)               # no pop
+        step = Mux(push, count, count - 1)               # a pop (count != 0)
+        m.d.sync += [wp.eq(wp + push), rp.eq(Mux(pop, rp + 1, rp)),
+                     count.eq(Mux(pop, step, stay)),
+                     held.eq(Mux(pop, step != 0, stay != 0)),
+                     room.eq(Mux(pop, step != depth, stay != depth))]
         if self.hold_at is not None:
             hold = Signal(name="hold_r", attrs=keep)
             m.d.comb += self.hold.eq(hold)
-            m.d.sync += hold.eq(after >= self.hold_at)
+            m.d.sync += hold.eq(Mux(pop, step >= self.hold_at, stay >= self.hold_at))
         with m.If(self.clear):
             m.d.sync += [wp.eq(0), rp.eq(0), count.eq(0), held.eq(0), room.eq(1)]
             if self.hold_at is not None:
