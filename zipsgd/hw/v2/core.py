@@ -589,7 +589,11 @@ class Core2(wiring.Component):
         fb, crossed = (delay_line(m, c.fb, _LAG - 1, "rec_fb"),
                        delay_line(m, c.crossed_r, _LAG - 1, "rec_crossed"))
         gstarts = Cat(*(start1[g * GROUP:(g + 1) * GROUP].any() for g in range(groups)))
-        valid_starts = popcount(start1)
+        # The count of the pass's sample starts, registered in step with ``start1``: the tree
+        # of adders and the 32-bit sums after it do not fit one cycle.
+        assert _LAG >= 2
+        valid_starts = Signal(range(len(start1) + 1), name="rec_count")
+        m.d.sync += valid_starts.eq(popcount(delay_line(m, f.start1, _LAG - 2, "rec_early")))
         slast = Signal(32)
         m.d.comb += slast.eq(c.started + valid_starts - 1)
         done_batches = Mux(last_pass, self.batches, fb + crossed)
