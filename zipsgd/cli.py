@@ -745,9 +745,10 @@ def _add_synth(sub) -> None:
                        help="try these placement seeds (e.g. 1-6 or 2,5,9) in order until one "
                             "meets timing, each built in OUTPUT/seed<N>; the best is copied to "
                             "OUTPUT")
-    p.add_argument("--placer", default="heap", choices=synth.PLACERS,
-                   help="nextpnr's placer: heap (analytic, the default) or static "
-                        "(electrostatic; it spreads engine v2's core more evenly)")
+    p.add_argument("--placer", default=None, choices=synth.PLACERS,
+                   help="nextpnr's placer: heap (analytic) or static (electrostatic; it "
+                        f"spreads engine v2's core more evenly) (none given: "
+                        f"{synth.PLACER_V1} for engine v1, {synth.PLACER_V2} for engine 2)")
     p.add_argument("--router", default=None, choices=synth.ROUTERS,
                    help=f"nextpnr's router (none given: {synth.ROUTER_V1} with timing-driven "
                         f"rip-up for engine v1, {synth.ROUTER_V2} for engine 2)")
@@ -799,7 +800,8 @@ def _run_soc_synth(args, out: Path) -> dict:
     return run_soc_synth(args.board, params, out_dir=out, baud=args.baud,
                          clock_hz=None if args.freq is None else args.freq * 1e6,
                          seed=1 if args.seed is None else args.seed, check=False,
-                         placer=args.placer, router=args.router or synth.ROUTER_V2)
+                         placer=args.placer or synth.PLACER_V2,
+                         router=args.router or synth.ROUTER_V2)
 
 
 def _run_engine_synth(args, out: Path) -> dict:
@@ -809,7 +811,7 @@ def _run_engine_synth(args, out: Path) -> dict:
                           args.max_batch or _BOARD.max_batch,
                           BOARD_LANES if args.lanes is None else args.lanes)
     common = {"board": args.board, "freq_mhz": args.freq, "ooc": args.ooc, "out_dir": out,
-              "check_timing": False, "placer": args.placer,
+              "check_timing": False, "placer": args.placer or synth.PLACER_V1,
               "router": args.router or synth.ROUTER_V1}
     if args.seeds is not None:
         return synth.run_seed_sweep(params, synth.parse_seeds(args.seeds), jobs=args.jobs,

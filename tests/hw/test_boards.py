@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from amaranth.hdl import Cat, Mux, Signal, UnusedElaboratable
 
+import zipsgd.cli as cli
 from zipsgd.cli import main
 from zipsgd.hw import synth
 from zipsgd.hw.boards import BOARDS, EngineBoardTop, board_platform, pll_dividers
@@ -259,6 +260,30 @@ def test_cli_bad_router_exits_2(capsys, tmp_path):
     assert main(["synth", "--router", "router3", "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "--router" in err and "'router3'" in err and "Traceback" not in err
+
+
+def test_cli_default_placer_of_each_engine(monkeypatch, capsys, tmp_path):
+    seen = {}
+
+    def fake_v1(params, **kwargs):
+        seen[1] = kwargs["placer"]
+        return synth.summarize(REPORT)
+
+    def fake_v2(board, params, **kwargs):
+        seen[2] = kwargs["placer"], kwargs["router"]
+        return synth.summarize(REPORT)
+
+    monkeypatch.setattr(synth, "run_synth", fake_v1)
+    monkeypatch.setattr(cli, "run_soc_synth", fake_v2)
+    main(["synth", "-o", str(tmp_path / "v1")])
+    main(["synth", "--engine", "2", "-o", str(tmp_path / "v2")])
+    main(["synth", "--engine", "2", "--placer", "heap", "-o", str(tmp_path / "v2h")])
+    capsys.readouterr()
+    assert seen[1] == synth.PLACER_V1 == "heap"
+    assert seen[2] == ("heap", synth.ROUTER_V2)
+    seen.clear()
+    main(["synth", "--engine", "2", "-o", str(tmp_path / "v2s")])
+    assert seen[2] == (synth.PLACER_V2, synth.ROUTER_V2) == ("static", "router1")
 
 
 def test_cli_bad_placer_exits_2(capsys, tmp_path):

@@ -115,9 +115,18 @@ MEMORY_LEAD_BEATS = READER_BURST * READER_OUTSTANDING
 ENGINE_PROVENANCE = ("measured: ", "estimate: ")
 _U280_ENGINE = ("estimate: W/2 = 256 lanes at 300 MHz, the usual Vitis kernel clock on this "
                 "card; no zipsgd build of an UltraScale+ (its tools are not on PyPI)")
-_SOC_ENGINE = ("estimate: engine v2's W = 64 board SoC (32 lanes) at the board's {mhz:g} MHz "
-               "system clock; the ULX3S's SoC is placed (nextpnr's estimate 54.2 MHz, commit "
-               "b937345) and does not route")
+#: The ULX3S's SoC routed (``zipsgd synth --engine 2``; docs/results/synthesis.md).
+_SOC_ROUTED = "routed at 62.5 MHz (zipsgd synth --engine 2, commit 9367d91)"
+_SOC_ENGINE = {
+    "ulx3s-85f": "measured: engine v2's W = 64 board SoC (32 lanes) at the board's 50 MHz "
+                 f"system clock, {_SOC_ROUTED}",
+    "orangecrab-85f": "estimate: engine v2's W = 64 board SoC (32 lanes) at the board's 48 MHz "
+                      f"system clock, as the ULX3S's SoC, {_SOC_ROUTED}; this board's SoC "
+                      "not built",
+    "ecpix5-85": "estimate: engine v2's W = 64 board SoC (32 lanes) at the board's 50 MHz "
+                 f"system clock, as the ULX3S's SoC, {_SOC_ROUTED}; this board's SoC not "
+                 "built",
+}
 
 
 def _board(name: str, dram: str) -> Platform:
@@ -131,7 +140,7 @@ def _board(name: str, dram: str) -> Platform:
         f"{dram} under LiteDRAM at the {clock / 1e6:g} MHz system clock: {beats} "
         f"{width}-bit beats a cycle sustained on long epochs, refresh included, measured in "
         f"the simulated SoC (python -m benchmarks dram); engine clock: the system clock",
-        engine=_SOC_ENGINE.format(mhz=clock / 1e6))
+        engine=_SOC_ENGINE[name])
 
 
 #: Presets; every figure and its source (or "estimate") is in docs/PLATFORMS.md, whose table

@@ -45,6 +45,7 @@ from .soc import (
 from .synth import (
     KEEP_REPLICAS,
     LUT_MAPPING,
+    PLACER_V2,
     ROUTER_V2,
     UNDEFINED_COLLISIONS,
     nextpnr_options,
@@ -201,7 +202,7 @@ def _build_script(litex_script: str, seed: int, placer: str, router: str) -> str
 
 def write_board_soc(board: str, out_dir, params: EngineParams2 = SOC_PARAMS, *,
                     baud: int = SOC_BAUD, clock_hz: float | None = None, seed: int = 1,
-                    placer: str = "heap", router: str = ROUTER_V2) -> dict:
+                    placer: str = PLACER_V2, router: str = ROUTER_V2) -> dict:
     """Write ``board``'s SoC into ``out_dir``: its Verilog, the engine's RTLIL, the LPF, the
     Yosys and build scripts, ``csr.json`` and ``soc.json``; return ``soc.json``'s content (board,
     clock, rate, engine parameters, DRAM, the engine's and DRAM's bus addresses, the CSR map
@@ -257,7 +258,7 @@ def write_board_soc(board: str, out_dir, params: EngineParams2 = SOC_PARAMS, *,
 def run_soc_synth(board: str, params: EngineParams2 = SOC_PARAMS, *, out_dir="build/soc",
                   baud: int = SOC_BAUD, clock_hz: float | None = None, seed: int = 1,
                   check: bool = True, timeout_s: float | None = None,
-                  placer: str = "heap", router: str = ROUTER_V2) -> dict:
+                  placer: str = PLACER_V2, router: str = ROUTER_V2) -> dict:
     """Write ``board``'s SoC (:func:`write_board_soc`) and build its bitstream
     (``out_dir/zipsgd_soc.bit``) with the YoWASP tools; return the :func:`summarize` result
     with how it was made (also in ``out_dir/summary.json``).

@@ -43,6 +43,7 @@ __all__ = ["TimingError", "BuildError", "use_yowasp", "summarize", "late_endpoin
            "run_block", "critical_path", "router_overuse", "router_progress", "router_seconds",
            "format_table", "run_synth", "run_build_script", "require_timing", "write_summary",
            "run_seed_sweep", "parse_seeds", "build_plan", "nextpnr_options", "PLACERS", "ROUTERS",
+           "PLACER_V1", "PLACER_V2",
            "ROUTER_V1", "ROUTER_V2", "TOOLS",
            "LUT_MAPPING", "NEXTPNR_OPTIONS", "KEEP_REPLICAS", "UNDEFINED_COLLISIONS"]
 
@@ -104,6 +105,9 @@ _ROUTER2 = "--router router2 --tmg-ripup"
 #: of ``NEXTPNR_OPTIONS``; the default) or ``static`` (its electrostatic placer, which spreads
 #: engine v2's core more evenly: ``docs/HARDWARE.md``, "Build flow").
 PLACERS = ("heap", "static")
+#: The placer of engine v1's builds, and of engine v2's board SoCs (with ``ROUTER_V2`` the
+#: ULX3S's routes in under half an hour: ``docs/results/synthesis.md``).
+PLACER_V1, PLACER_V2 = "heap", "static"
 
 
 def nextpnr_options(placer: str = "heap", router: str = ROUTER_V1) -> str:

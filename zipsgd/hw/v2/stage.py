@@ -64,8 +64,11 @@ class WindowStage(wiring.Component):
         pop = held & self.o.ready
         m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(held),
                      self.o.payload.eq(Array(entries)[rp])]
+        # The free entry at ``wp`` takes the input every cycle there is room, pushed or not (a
+        # push only steps ``wp``): the enables are the stage's own registers, not the
+        # producer's ``valid`` fanned out to every entry's flip-flops.
         for e, entry in enumerate(entries):
-            with m.If(push & (wp == e)):
+            with m.If(room & (wp == e)):
                 m.d.sync += entry.eq(self.i.payload)
         # ``pop`` comes late (the consumer's decision): every next value is computed for
         # both of its outcomes, and ``pop`` only chooses between two, in the last LUT.
