@@ -102,8 +102,8 @@ ROUTER_V1, ROUTER_V2 = "router2", "router1"
 _ROUTER2 = "--router router2 --tmg-ripup"
 
 #: nextpnr's placers a build may use: ``heap`` (its analytic placer, with the timing weights
-#: of ``NEXTPNR_OPTIONS``; the default) or ``static`` (its electrostatic placer, which spreads
-#: engine v2's core more evenly: ``docs/HARDWARE.md``, "Build flow").
+#: of ``NEXTPNR_OPTIONS``) or ``static`` (its electrostatic placer, which spreads engine v2's
+#: core more evenly: ``docs/HARDWARE.md``, "Build flow").
 PLACERS = ("heap", "static")
 #: The placer of engine v1's builds, and of engine v2's board SoCs (with ``ROUTER_V2`` the
 #: ULX3S's routes in under half an hour: ``docs/results/synthesis.md``).
