@@ -703,55 +703,58 @@ def _run_time_to_accuracy(args) -> int:
 
 
 def _add_synth(sub) -> None:
-    p = _subparser(sub, "synth", "build the engine for an ECP5 board (Yosys, nextpnr, ecppack; "
-                                 "YoWASP) and print fmax and resource use; with --engine 2, the "
-                                 "board's DRAM SoC (LiteX, LiteDRAM, the UART bridge)")
+    p = _subparser(sub, "synth", "build the board's DRAM SoC with engine v2 (LiteX, LiteDRAM, "
+                                 "the UART bridge; Yosys, nextpnr, ecppack from YoWASP) and print "
+                                 "fmax and resource use; with --engine 1, engine v1 behind its "
+                                 "serial host link")
     p.add_argument("--board", default="ulx3s-85f", choices=sorted(BOARDS),
                    help="target board")
-    p.add_argument("--engine", type=int, choices=(1, 2), default=1,
-                   help="1: engine v1 with its serial host link; 2: engine v2 in the board's "
-                        "LiteX SoC, reading its samples from DRAM (docs/HARDWARE.md, \"The "
-                        "board SoCs\")")
+    p.add_argument("--engine", type=int, choices=(1, 2), default=2,
+                   help="2: engine v2 in the board's LiteX SoC, reading its samples from DRAM "
+                        "(docs/HARDWARE.md, \"The board SoCs\"); 1: engine v1 with its serial "
+                        "host link")
     p.add_argument("--bus-width", type=int, default=None,
                    help=f"stream bus width W: 64, 128, 256 or 512 (none given: "
-                        f"{_BOARD.bus_width}; {SOC_PARAMS.bus_width} with --engine 2)")
+                        f"{SOC_PARAMS.bus_width}; {_BOARD.bus_width} with --engine 1)")
     p.add_argument("--max-features", type=int, default=None,
                    help=f"N_max, the most features the model memory holds (none given: "
-                        f"{_BOARD.max_features}; {SOC_PARAMS.max_features} with --engine 2)")
+                        f"{SOC_PARAMS.max_features}; {_BOARD.max_features} with --engine 1)")
     p.add_argument("--max-batch", type=int, default=None,
-                   help=f"B_max, the largest mini-batch (none given: {_BOARD.max_batch}; "
-                        f"{SOC_PARAMS.max_batch} with --engine 2)")
+                   help=f"B_max, the largest mini-batch (none given: {SOC_PARAMS.max_batch}; "
+                        f"{_BOARD.max_batch} with --engine 1)")
     p.add_argument("--lanes", type=int, default=None,
-                   help=f"lanes L of engine v1, a power of two from 2 to W/2 (none given: "
+                   help=f"with --engine 1, its lanes L, a power of two from 2 to W/2 (none given: "
                         f"{BOARD_LANES}, which routes on an 85F at W=64; "
                         f"docs/results/synthesis.md)")
     p.add_argument("--freq", type=float, default=None, metavar="MHZ",
-                   help=f"target engine clock in MHz (none given: {BOARD_FREQ_MHZ:g}, which the "
-                        f"board build meets; {OOC_FREQ_MHZ:g} with --ooc, the goal; with "
-                        f"--engine 2 the SoC's clock, the board's own: "
+                   help="target clock in MHz (none given: the SoC's, the board's own: "
                         + ", ".join(f"{b.name} {b.clock_hz / 1e6:g}"
-                                    for b in SOC_BOARDS.values()) + ")")
+                                    for b in SOC_BOARDS.values())
+                        + f"; with --engine 1, {BOARD_FREQ_MHZ:g}, which its board build meets, "
+                          f"or {OOC_FREQ_MHZ:g} with --ooc, the goal)")
     p.add_argument("--baud", type=int, default=SOC_BAUD,
-                   help="with --engine 2, the UART bridge's rate in bits per second")
+                   help="the SoC's UART bridge's rate in bits per second")
     p.add_argument("--ooc", action="store_true",
-                   help="out of context: the engine alone with registered, LFSR-driven inputs "
+                   help="with --engine 1, out of context: the engine alone with registered, "
+                        "LFSR-driven inputs "
                         "and XOR-folded outputs (zipsgd/hw/ooc.py), clocked from the board "
                         "clock pin constrained to --freq")
     seeds = p.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, default=None,
-                       help="nextpnr placement seed (none given: nextpnr's; 1 with --engine 2); "
+                       help="nextpnr placement seed (none given: 1; nextpnr's with --engine 1); "
                             "routed fmax moves by several MHz between seeds")
     seeds.add_argument("--seeds", default=None, metavar="LIST",
-                       help="try these placement seeds (e.g. 1-6 or 2,5,9) in order until one "
+                       help="with --engine 1, try these placement seeds (e.g. 1-6 or 2,5,9) in "
+                            "order until one "
                             "meets timing, each built in OUTPUT/seed<N>; the best is copied to "
                             "OUTPUT")
     p.add_argument("--placer", default=None, choices=synth.PLACERS,
                    help="nextpnr's placer: heap (analytic) or static (electrostatic; it "
                         f"spreads engine v2's core more evenly) (none given: "
-                        f"{synth.PLACER_V1} for engine v1, {synth.PLACER_V2} for engine 2)")
+                        f"{synth.PLACER_V2}; {synth.PLACER_V1} with --engine 1)")
     p.add_argument("--router", default=None, choices=synth.ROUTERS,
-                   help=f"nextpnr's router (none given: {synth.ROUTER_V1} with timing-driven "
-                        f"rip-up for engine v1, {synth.ROUTER_V2} for engine 2)")
+                   help=f"nextpnr's router (none given: {synth.ROUTER_V2}; {synth.ROUTER_V1} "
+                        f"with timing-driven rip-up with --engine 1)")
     p.add_argument("--jobs", type=int, default=1,
                    help="with --seeds, builds run at a time (each takes one core)")
     p.add_argument("--seed-minutes", type=float, default=None, metavar="M",
@@ -759,7 +762,7 @@ def _add_synth(sub) -> None:
                         "does not converge) and go on with the next (none given: no limit)")
     p.add_argument("-o", "--output", default=None,
                    help="build folder, published whole when the tools finish (none given: "
-                        "build/synth; build/soc-BOARD with --engine 2)")
+                        "build/soc-BOARD; build/synth with --engine 1)")
     p.add_argument("--force", action="store_true", help="replace an existing build folder")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(run=_run_synth)
@@ -785,14 +788,14 @@ def _run_program(args) -> int:
 
 
 def _run_soc_synth(args, out: Path) -> dict:
-    """``zipsgd synth --engine 2``: the board's DRAM SoC, built in ``out``."""
+    """``zipsgd synth``: the board's DRAM SoC with engine v2, built in ``out``."""
     for flag, given in (("--lanes", args.lanes is not None), ("--ooc", args.ooc),
                         ("--seeds", args.seeds is not None)):
         if given:
-            raise ConfigError(f"--engine 2 builds the board's SoC, which takes no {flag}: "
-                              f"found {flag} with --engine 2")
+            raise ConfigError(f"engine 2 (the default) builds the board's SoC, which takes no "
+                              f"{flag} (only --engine 1 does): found {flag}")
     if args.board not in SOC_BOARDS:
-        raise ConfigError(f"--engine 2 builds for one of {sorted(SOC_BOARDS)}, found "
+        raise ConfigError(f"engine 2's SoC builds for one of {sorted(SOC_BOARDS)}, found "
                           f"{args.board!r}")
     params = EngineParams2(args.bus_width or SOC_PARAMS.bus_width,
                            args.max_features or SOC_PARAMS.max_features,
@@ -805,7 +808,7 @@ def _run_soc_synth(args, out: Path) -> dict:
 
 
 def _run_engine_synth(args, out: Path) -> dict:
-    """``zipsgd synth``: engine v1 with its serial host link, built in ``out``."""
+    """``zipsgd synth --engine 1``: engine v1 with its serial host link, built in ``out``."""
     params = EngineParams(args.bus_width or _BOARD.bus_width,
                           args.max_features or _BOARD.max_features,
                           args.max_batch or _BOARD.max_batch,

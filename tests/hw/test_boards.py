@@ -192,7 +192,7 @@ def test_cli_timing_failure_exits_1(monkeypatch, capsys, tmp_path):
         return summary
 
     monkeypatch.setattr(synth, "run_synth", fake)
-    status = main(["synth", "-o", str(tmp_path / "out")])
+    status = main(["synth", "--engine", "1", "-o", str(tmp_path / "out")])
     out, err = capsys.readouterr()
     assert status == 1
     assert "| LUT4 | 4000 |" in out
@@ -275,8 +275,8 @@ def test_cli_default_placer_of_each_engine(monkeypatch, capsys, tmp_path):
 
     monkeypatch.setattr(synth, "run_synth", fake_v1)
     monkeypatch.setattr(cli, "run_soc_synth", fake_v2)
-    main(["synth", "-o", str(tmp_path / "v1")])
-    main(["synth", "--engine", "2", "-o", str(tmp_path / "v2")])
+    main(["synth", "--engine", "1", "-o", str(tmp_path / "v1")])
+    main(["synth", "-o", str(tmp_path / "v2")])
     main(["synth", "--engine", "2", "--placer", "heap", "-o", str(tmp_path / "v2h")])
     capsys.readouterr()
     assert seen[1] == synth.PLACER_V1 == "heap"
@@ -286,6 +286,19 @@ def test_cli_default_placer_of_each_engine(monkeypatch, capsys, tmp_path):
     assert seen[2] == (synth.PLACER_V2, synth.ROUTER_V2) == ("static", "router1")
 
 
+@pytest.mark.parametrize("flag", [["--lanes", "4"], ["--ooc"], ["--seeds", "1-2"]])
+def test_cli_engine_1_options_refused_by_the_default_soc_build(monkeypatch, capsys, tmp_path,
+                                                                 flag):
+    """``zipsgd synth`` builds engine v2's SoC unless told ``--engine 1``; engine v1's options
+    are refused before anything is built."""
+    calls = []
+    monkeypatch.setattr(cli, "run_soc_synth", lambda *a, **k: calls.append(a))
+    assert main(["synth", *flag, "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"takes no {flag[0]} (only --engine 1 does)" in err
+    assert calls == [] and list(tmp_path.iterdir()) == []
+
+
 def test_cli_bad_placer_exits_2(capsys, tmp_path):
     assert main(["synth", "--placer", "sa", "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
@@ -293,7 +306,7 @@ def test_cli_bad_placer_exits_2(capsys, tmp_path):
 
 
 def test_cli_negative_seed_exits_2(capsys, tmp_path):
-    assert main(["synth", "--seed", "-1", "-o", str(tmp_path / "out")]) == 2
+    assert main(["synth", "--engine", "1", "--seed", "-1", "-o", str(tmp_path / "out")]) == 2
     assert "seed must be an integer >= 0, found -1" in capsys.readouterr().err
 
 
@@ -538,7 +551,7 @@ def test_a_failing_build_script_raises_build_error(tmp_path):
     (["--seed", "1", "--seeds", "2"], "not allowed with argument"),
 ])
 def test_cli_bad_seeds_exit_2(capsys, tmp_path, args, message):
-    assert main(["synth", *args, "-o", str(tmp_path / "out")]) == 2
+    assert main(["synth", "--engine", "1", *args, "-o", str(tmp_path / "out")]) == 2
     assert message in capsys.readouterr().err
 
 
@@ -565,7 +578,7 @@ def test_cli_refuses_an_existing_build_folder_before_building(monkeypatch, capsy
     out = tmp_path / "out"
     out.mkdir()
     (out / "top.bit").write_text("old")
-    assert main(["synth", "-o", str(out)]) == 2
+    assert main(["synth", "--engine", "1", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{out} exists; pass --force" in err
     assert calls == [] and (out / "top.bit").read_text() == "old"
@@ -577,9 +590,9 @@ def test_cli_force_replaces_the_whole_folder(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(synth, "run_synth", _fake_build(calls))
     out = tmp_path / "build" / "out"  # the parent is made
     for _ in range(2):
-        main(["synth", "-o", str(out), "--force", "--freq", "1"])
+        main(["synth", "--engine", "1", "-o", str(out), "--force", "--freq", "1"])
         (out / "stale.txt").write_text("from the earlier build")
-    main(["synth", "-o", str(out), "--force", "--freq", "1"])
+    main(["synth", "--engine", "1", "-o", str(out), "--force", "--freq", "1"])
     capsys.readouterr()
     assert calls[-1] != out and calls[-1].parent == out.parent  # built beside, then published
     assert sorted(p.name for p in out.iterdir()) == ["top.bit"]
@@ -591,7 +604,7 @@ def test_cli_failed_build_keeps_its_logs_and_publishes_nothing(monkeypatch, caps
     failure = synth.BuildError("the build failed (exit status 1)")
     monkeypatch.setattr(synth, "run_synth", _fake_build(calls, fail=failure))
     out = tmp_path / "out"
-    assert main(["synth", "-o", str(out)]) == 1
+    assert main(["synth", "--engine", "1", "-o", str(out)]) == 1
     assert "the build failed" in capsys.readouterr().err
     assert not out.exists() and (calls[0] / "top.bit").exists()
 
@@ -599,7 +612,7 @@ def test_cli_failed_build_keeps_its_logs_and_publishes_nothing(monkeypatch, caps
 def test_cli_bad_input_during_the_build_leaves_no_folder(monkeypatch, capsys, tmp_path):
     calls = []
     monkeypatch.setattr(synth, "run_synth", _fake_build(calls, fail=ConfigError("bad thing")))
-    assert main(["synth", "-o", str(tmp_path / "out")]) == 2
+    assert main(["synth", "--engine", "1", "-o", str(tmp_path / "out")]) == 2
     assert "bad thing" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
@@ -613,7 +626,7 @@ def test_cli_folder_made_during_the_build_is_not_replaced(monkeypatch, capsys, t
 
     calls = []
     monkeypatch.setattr(synth, "run_synth", _fake_build(calls, meanwhile=race))
-    assert main(["synth", "-o", str(out)]) == 2
+    assert main(["synth", "--engine", "1", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "was created while this output was written" in err
     assert str(calls[0]) in err and (calls[0] / "top.bit").read_text() == "new"
