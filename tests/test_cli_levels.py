@@ -69,6 +69,8 @@ def test_train_on_the_fly_with_levels(capsys, npy):
     (["--levels", "optimal", "--levels-points", "5000"], ["found 5000"]),
     (["--levels", "optimal", "--scaling", "maxabs"], ["minmax", "found scaling maxabs"]),
     (["--levels", "uniform", "--encoding", "raw32"], ["raw32"]),
+    (["--levels", "optimal", "--bits", "5"], ["engine v2 holds at b <= 4", "found --bits 5",
+                                              "--levels uniform"]),
     (["--levels", "optimal", "--levels-method", "exact", "--levels-points", "8"],
      ["exact solver needs every column's distinct values"]),
 ])

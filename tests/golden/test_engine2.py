@@ -14,8 +14,10 @@ from zipsgd.spec.engine2 import (
     PRODUCT_LOG2,
     RESIDUAL_MAX,
     STEP_WIDTH,
+    TABLE_BITS,
     EngineParams2,
     RunConfig2,
+    lane_plan,
     step_register,
 )
 from zipsgd.spec.errors import ConfigError
@@ -105,6 +107,30 @@ def test_explicit_uniform_levels_decode_like_none():
         table = decode2(fields, layout, uniform_levels(bits, 5))
         for a, b in zip(plain, table, strict=True):
             assert np.array_equal(a, b)
+
+
+def test_per_feature_tables_only_up_to_table_bits():
+    """A lane's per-feature table holds 16 levels a feature, so the engine (its lane plan) and
+    its model refuse a table that differs by feature above b = 4; one shared table runs at
+    any b."""
+    assert TABLE_BITS == 4
+    n = 6
+    for bits in (4, 5, 8):
+        cfg = RunConfig2(encoding=Encoding.DOUBLE, bits=bits, n_features=n, batch_size=4)
+        shared = uniform_levels(bits, n)
+        per_feature = shared.copy()
+        per_feature[2, 1] += 1                      # one feature's second level differs
+        GoldenEngine2(PARAMS, cfg, shared)
+        lane_plan(cfg, PARAMS, 40, False)
+        if bits <= TABLE_BITS:
+            GoldenEngine2(PARAMS, cfg, per_feature)
+            lane_plan(cfg, PARAMS, 40, True)
+            continue
+        message = rf"hold 2\*\*4 levels \(b <= 4\), found b = {bits}"
+        with pytest.raises(ConfigError, match=message):
+            GoldenEngine2(PARAMS, cfg, per_feature)
+        with pytest.raises(ConfigError, match=message):
+            lane_plan(cfg, PARAMS, 40, True)
 
 
 def test_exact_and_delayed_differ_only_in_staleness():

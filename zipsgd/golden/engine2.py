@@ -26,6 +26,7 @@ from ..spec.engine2 import (
     EpochStatus,
     RunConfig2,
     UpdateMode,
+    check_table_bits,
 )
 from ..spec.errors import ConfigError
 from ..spec.fixed import RAND_BITS, RoundingMode, align, saturate, shift_right
@@ -92,6 +93,7 @@ class GoldenEngine2:
         config.check_against(self.params)
         if levels is not None and config.encoding is Encoding.RAW32:
             raise ConfigError("raw32 streams have no levels")
+        check_table_bits(config.bits, per_feature_levels(levels))
         self.config = config
         self.levels = None if levels is None else np.asarray(levels, dtype=np.int64)
         self.forward, _ = forward_operand(self.model.copy(), config.forward_shift)

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..spec.engine2 import TABLE_BITS
 from ..spec.errors import ConfigError, DatasetError
 from ..spec.stream import LEVEL_DTYPE, LEVEL_ONE, Encoding, StreamLayout
 from ..spec.stream import uniform_levels as uniform_table
@@ -627,6 +628,10 @@ def check_level_options(levels, method: str, points: int, layout: StreamLayout,
                           "(raw32 values have no levels)")
     _check_method(method)
     _check_points(points)
+    if levels == "optimal" and layout.bits > TABLE_BITS:
+        raise ConfigError(f"--levels optimal solves a table per feature, which engine v2 holds "
+                          f"at b <= {TABLE_BITS} (2**{TABLE_BITS} levels a feature), found "
+                          f"--bits {layout.bits}; use --levels uniform above b = {TABLE_BITS}")
     if levels == "optimal" and scaling is not None \
             and str(getattr(scaling, "name", scaling)).lower() != "minmax":
         raise ConfigError(f"--levels optimal scales every column with minmax (so the table's "

@@ -14,6 +14,7 @@ from ..golden.engine2 import GoldenEngine2
 from ..host.levels import LevelStats, optimal_levels, table_words
 from ..hw.v2.core import Core2
 from ..spec.engine2 import (
+    TABLE_BITS,
     EngineParams2,
     LanePlan,
     RunConfig2,
@@ -152,7 +153,7 @@ def sweep_runs(params: EngineParams2, batches=(1, 4, 16, 64)) -> list[dict]:
             "decay": (1 << 10) if k % 4 == 3 else 0, "threshold": 64 if k % 5 == 4 else 0,
             "samples": min(2 * batch + 3, 60) if batch > 1 else 9, "epochs": 2,
             "data_seed": seed + k, "idle": 0.3 if k % 2 else 0.0,
-            "levels": "random" if encoding != "raw32" and bits <= 4 and k % 3 == 1
+            "levels": "random" if encoding != "raw32" and bits <= TABLE_BITS and k % 3 == 1
             and n < 120 else "uniform",
         })
     return runs

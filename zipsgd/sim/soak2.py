@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..hw.v2.top import TOP_NAME2, ZipsgdEngine2
-from ..spec.engine2 import EngineParams2, lane_plan
+from ..spec.engine2 import TABLE_BITS, EngineParams2, lane_plan
 from ..spec.errors import ConfigError
 from ..spec.stream import StreamLayout
 from .core2_sim import run_config
@@ -56,8 +56,8 @@ def soak_run2(seed: int, params: EngineParams2 = SOAK2_PARAMS) -> dict:
     if encoding != "raw32":
         levels = str(rng.choice(["uniform", "random", "optimal", "shared-optimal"],
                                 p=[.4, .25, .15, .2]))
-        if levels in ("random", "optimal") and bits > 4:
-            levels = "shared-optimal"            # per-feature tables hold b <= 4
+        if levels in ("random", "optimal") and bits > TABLE_BITS:
+            levels = "shared-optimal"            # per-feature tables hold b <= TABLE_BITS
     layout = StreamLayout.make(encoding, bits, params.bus_width)
     beats = int(rng.integers(1_000, 16_000))
     samples = max(batch + 1, beats * params.bus_width // (layout.field_width * (n + 1)))

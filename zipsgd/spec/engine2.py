@@ -52,7 +52,8 @@ __all__ = [
     "RAW_ROUND_SHIFT", "RAW_PRODUCT_SHIFT2", "PRODUCT_LOG2", "LOSS_WIDTH", "LOSS_FRAC",
     "LOSS_ACC_WIDTH", "PARTIAL_WIDTH", "core_settings", "MAX_BATCH2", "update_units", "DECAY_FRAC",
     "DECAY_WIDTH", "step_register", "LanePlan", "lane_plan", "LANE_CAPACITY",
-    "LANE_TABLE_FEATURES", "MAX_SAMPLE_WINDOWS", "MIN_SAMPLE_POSITIONS", "PARTIAL_REUSE",
+    "LANE_TABLE_FEATURES", "TABLE_BITS", "check_table_bits", "MAX_SAMPLE_WINDOWS",
+    "MIN_SAMPLE_POSITIONS", "PARTIAL_REUSE",
     "sub_words", "SUB_WORD_SHIFT", "BOARD_PARAMS2", "READER_BURST", "READER_OUTSTANDING",
 ]
 
@@ -262,6 +263,20 @@ LANE_CAPACITY = GROUP_LIMIT
 #: Features a lane's per-feature level tables hold (2048 words, 16 levels each): the stream
 #: pads longer samples to fit when it has per-feature tables.
 LANE_TABLE_FEATURES = TABLE_GROUP_LIMIT
+#: Bits of a field whose levels a per-feature table holds (16 words a feature: ``l_0 ..
+#: l_15``; ``l_16`` is +1 without a read); a table shared by every feature holds any b's.
+TABLE_BITS = 4
+
+
+def check_table_bits(bits: int, per_feature_levels: bool) -> None:
+    """:class:`ConfigError` for per-feature level tables at more than :data:`TABLE_BITS` bits."""
+    if per_feature_levels and bits > TABLE_BITS:
+        raise ConfigError(f"level tables per feature hold 2**{TABLE_BITS} levels (b <= "
+                          f"{TABLE_BITS}), found b = {bits} with a table that differs by "
+                          f"feature: quantize at b <= {TABLE_BITS}, or with --levels uniform "
+                          f"(one table for every feature)")
+
+
 #: Windows a sample may span: the replay memory (``LANE_CAPACITY`` passes) also holds the
 #: passes issued while the sample's residual is computed.
 MAX_SAMPLE_WINDOWS = 448
@@ -329,6 +344,7 @@ def lane_plan(config: RunConfig2, params: EngineParams2, samples: int,
     if samples < 1:
         raise ConfigError(f"an epoch needs at least 1 sample, found {samples}")
     raw = config.encoding is Encoding.RAW32
+    check_table_bits(config.bits, per_feature_levels)
     fields = sample_fields(config.n_features, per_feature_levels)
     positions = params.lanes // 4 if raw else params.lanes
     g = 1
