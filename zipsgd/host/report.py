@@ -75,6 +75,10 @@ def print_epochs(report: dict, file=None) -> None:
     columns = _columns(report)
     simulated = "bit_exact" in report
     extra = f" {'cycles':>10} {'bus eff.':>8} {'bit-exact':>9}" if simulated else ""
+    # A SoC's epochs (``soc``, ``soc-sim``) also time the stream's upload into its DRAM.
+    timed = simulated and any("upload_seconds" in r for r in report["epochs"])
+    if timed:
+        extra += f" {'upload s':>9} {'epoch s':>9}"
     heads = "".join(f" {head:>13}" for _, head, _ in columns)
     print(f"{'epoch':>5}{heads} {'bytes':>12}{extra}", file=file)
     for record in report["epochs"]:
@@ -83,9 +87,15 @@ def print_epochs(report: dict, file=None) -> None:
         if simulated:
             line += (f" {record['cycles']:>10} {record['bus_efficiency']:>8.4f} "
                      f"{'yes' if record['bit_exact'] else 'NO':>9}")
+        if timed:
+            line += f" {record['upload_seconds']:>9.3f} {record['epoch_seconds']:>9.3f}"
         print(line, file=file)
     if optimum is not None:
         print(f"optimum loss {optimum:.6g} ({report['optimum']['method']})", file=file)
+    if timed:
+        print("upload s: the epoch's stream written into the board's DRAM (0: there from an "
+              "earlier epoch); epoch s: its settings written and its run from DRAM to the "
+              "engine's end", file=file)
     if any(key == "engine_loss" for key, _, _ in columns):
         print("on-chip loss: the engine's own, on the quantized samples with the model in force "
               "at each sample (docs/LOSS.md)", file=file)

@@ -625,6 +625,7 @@ def _engine_results(report, results, expected, epochs, same_status, loss_frac: i
                        "simulation_seconds": result["wall_s"]})
         if "upload_s" in result:  # (a SoC's: its upload into DRAM, apart from the epoch)
             record["upload_seconds"] = result["upload_s"]
+            record["epoch_seconds"] = result["wall_s"]
         if extra is not None:
             record.update(extra(hw))
     report["bit_exact"] = all(r["bit_exact"] for r in report["epochs"])
