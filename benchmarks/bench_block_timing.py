@@ -20,15 +20,15 @@ from zipsgd.hw.v2.sample import SampleUnit
 from zipsgd.hw.v2.sequencer import WindowSequencer
 from zipsgd.hw.v2.trees import SegmentedSum
 from zipsgd.hw.v2.updater import Updater
-from zipsgd.spec.engine2 import LANE_CAPACITY, EngineParams2
+from zipsgd.spec.engine2 import EngineParams2
 
 PARAMS = EngineParams2(64, 8192, 512)
 SEEDS = (1, 2, 3)
 TARGET_MHZ = 125.0
-ADDRESS_BITS = (LANE_CAPACITY - 1).bit_length()
+ADDRESS_BITS = (PARAMS.lane_capacity - 1).bit_length()
 
 BLOCKS = {
-    "lane (raw words)": lambda: Lane(LANE_CAPACITY, raw=True),
+    "lane (raw words)": lambda: Lane(PARAMS.lane_capacity, raw=True),
     "sample unit": lambda: SampleUnit(PARAMS.dot_width),
     "segmented sum": lambda: SegmentedSum(PARAMS.lanes, PRODUCT_WIDTH, PARAMS.dot_width),
     "gearbox": lambda: FieldGearbox(PARAMS.bus_width),

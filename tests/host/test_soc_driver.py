@@ -109,9 +109,9 @@ def test_the_engine_and_the_dram_are_checked():
     soc.execute(soc.check_engine(ENGINE_BASE, params), Memory(ENGINE_ID, params))
     with pytest.raises(LinkError, match="expected the zipsgd engine .* found ID 0x00000000"):
         soc.execute(soc.check_engine(ENGINE_BASE, params), Memory(0, params))
-    with pytest.raises(LinkError, match="needs an engine with version 3, bus_width 64, "
-                                        "max_features 4096, max_batch 512; the bitstream's "
-                                        "has .*max_features 8192"):
+    with pytest.raises(LinkError, match=f"needs an engine with version {ENGINE_VERSION2}, "
+                                        "bus_width 64, max_features 4096, max_batch 512; the "
+                                        "bitstream's has .*max_features 8192"):
         soc.execute(soc.check_engine(ENGINE_BASE, params),
                     Memory(ENGINE_ID, EngineParams2(64, 8192, 512)))
     soc.execute(soc.check_dram(MAIN_RAM_BASE), Memory(ENGINE_ID, params))

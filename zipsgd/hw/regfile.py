@@ -388,6 +388,12 @@ class RegisterFile(wiring.Component):
         was_done, last_count = Signal(), Signal.like(status.error_count)
         m.d.sync += [was_done.eq(status.done), last_count.eq(status.error_count)]
         events = {"done": status.done & ~was_done, "error": status.error_count != last_count}
+        if "epochs_done" in self._map.status_members():
+            # A memory run starts its next epoch in the cycle the last one ends, so DONE does
+            # not rise between them: each epoch's end is EPOCHS_DONE's step.
+            last_epochs = Signal.like(status.epochs_done)
+            m.d.sync += last_epochs.eq(status.epochs_done)
+            events["done"] = events["done"] | (status.epochs_done == last_epochs + 1)
         self._irq_events = events
         enable = store["IRQ_ENABLE"]
         m.d.sync += self.irq.eq((pending.as_value() & enable.as_value()) != 0)

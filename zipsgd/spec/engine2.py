@@ -52,8 +52,8 @@ __all__ = [
     "RAW_ROUND_SHIFT", "RAW_PRODUCT_SHIFT2", "PRODUCT_LOG2", "LOSS_WIDTH", "LOSS_FRAC",
     "LOSS_ACC_WIDTH", "PARTIAL_WIDTH", "core_settings", "MAX_BATCH2", "update_units", "DECAY_FRAC",
     "DECAY_WIDTH", "step_register", "LanePlan", "lane_plan", "LANE_CAPACITY",
-    "LANE_TABLE_FEATURES", "TABLE_BITS", "check_table_bits", "MAX_SAMPLE_WINDOWS",
-    "MIN_SAMPLE_POSITIONS", "PARTIAL_REUSE",
+    "LANE_TABLE_FEATURES", "TABLE_BITS", "check_table_bits", "MAX_LANE_CAPACITY",
+    "REPLAY_MARGIN", "MIN_SAMPLE_POSITIONS", "PARTIAL_REUSE",
     "sub_words", "SUB_WORD_SHIFT", "BOARD_PARAMS2", "READER_BURST", "READER_OUTSTANDING",
 ]
 
@@ -90,6 +90,19 @@ def update_units(bus_width: int) -> int:
     return bus_width // 32
 
 
+#: Words of a lane's per-feature memories (forward operands, partials, replay) at least: a
+#: sample of up to ``GROUP_LIMIT * L`` slots fits them (the stream pads longer samples so
+#: that each power-of-two class of lanes holds at most this many: ``sample_fields``); a build
+#: whose ``N_max`` needs more has more (``EngineParams2.lane_capacity``).
+LANE_CAPACITY = GROUP_LIMIT
+#: The most a build's lane capacity may be: its address fits the 16-bit WRAP and STEP_ADDR.
+MAX_LANE_CAPACITY = 1 << 15
+#: Passes of the replay memory (it has ``lane_capacity``) kept free for the passes issued
+#: while a sample's residual is computed: a sample spans at most ``lane_capacity -
+#: REPLAY_MARGIN`` windows.
+REPLAY_MARGIN = 64
+
+
 @dataclass(frozen=True)
 class EngineParams2:
     """Build-time parameters of engine v2: bus width ``W`` (lanes ``L = W / 2``), ``N_max``
@@ -107,6 +120,25 @@ class EngineParams2:
                               f"found {self.max_features!r}")
         if not isinstance(self.max_batch, int) or not 1 <= self.max_batch <= MAX_BATCH2:
             raise ConfigError(f"max_batch must be in 1..{MAX_BATCH2}, found {self.max_batch!r}")
+        if self.lane_capacity > MAX_LANE_CAPACITY:
+            raise ConfigError(f"max_features must leave at most {MAX_LANE_CAPACITY} features "
+                              f"a lane at W = {self.bus_width}, found {self.max_features} "
+                              f"({self.lane_capacity} a lane)")
+
+    @property
+    def lane_capacity(self) -> int:
+        """Features a lane's memories hold, and passes its replay memory holds: the least
+        power of two, at least :data:`LANE_CAPACITY`, that holds a sample of ``N_max``
+        features spread over the ``L`` lanes (``sample_fields``; more features a lane come
+        only from raw32's ``L / 4`` positions, which :func:`lane_plan` refuses)."""
+        per_lane = -(-sample_fields(self.max_features) // self.lanes)
+        return max(LANE_CAPACITY, 1 << (per_lane - 1).bit_length())
+
+    @property
+    def max_sample_windows(self) -> int:
+        """Windows a sample may span: the replay memory's passes less
+        :data:`REPLAY_MARGIN`."""
+        return self.lane_capacity - REPLAY_MARGIN
 
     @property
     def lanes(self) -> int:
@@ -257,9 +289,6 @@ def step_register(alpha: float, config: RunConfig2) -> tuple[int, int]:
     return mantissa, exponent + base
 
 
-#: Words of a lane's per-feature memories (forward operands, partials, replay): the stream
-#: pads longer samples to fit (``sample_fields``).
-LANE_CAPACITY = GROUP_LIMIT
 #: Features a lane's per-feature level tables hold (2048 words, 16 levels each): the stream
 #: pads longer samples to fit when it has per-feature tables.
 LANE_TABLE_FEATURES = TABLE_GROUP_LIMIT
@@ -277,9 +306,6 @@ def check_table_bits(bits: int, per_feature_levels: bool) -> None:
                           f"(one table for every feature)")
 
 
-#: Windows a sample may span: the replay memory (``LANE_CAPACITY`` passes) also holds the
-#: passes issued while the sample's residual is computed.
-MAX_SAMPLE_WINDOWS = 448
 #: Lanes of a group: a group closes at most one sample per pass, so a window of shorter
 #: samples is issued in passes of one sample end each (``LanePlan.short``).
 MIN_SAMPLE_POSITIONS = 8
@@ -351,10 +377,10 @@ def lane_plan(config: RunConfig2, params: EngineParams2, samples: int,
     while fields % (2 * g) == 0 and positions % (2 * g) == 0:
         g *= 2
     wrap = fields // g
-    limit = LANE_TABLE_FEATURES if per_feature_levels else LANE_CAPACITY
-    if wrap > limit or -(-fields // positions) + 2 > MAX_SAMPLE_WINDOWS:
+    limit = LANE_TABLE_FEATURES if per_feature_levels else params.lane_capacity
+    if wrap > limit or -(-fields // positions) + 2 > params.max_sample_windows:
         raise ConfigError(f"n_features must leave at most {limit} features per lane and a "
-                          f"sample within {MAX_SAMPLE_WINDOWS - 2} windows, found "
+                          f"sample within {params.max_sample_windows - 2} windows, found "
                           f"n_features={config.n_features}: {fields} slots per sample and "
                           f"{positions} positions share the factor {g}, so each lane holds "
                           f"{wrap} features")

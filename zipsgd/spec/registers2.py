@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 
 from .engine import DECAY_WIDTH
 from .engine2 import (
-    LANE_CAPACITY,
+    MAX_LANE_CAPACITY,
     STEP_WIDTH,
     EngineParams2,
     LanePlan,
@@ -48,10 +48,12 @@ __all__ = ["ENGINE_VERSION2", "ErrorBit2", "REGISTERS2", "MAP", "LEVEL_WIDTH",
            "decode_status", "render"]
 
 #: The ``VERSION`` register of engine v2 (v1's map is version 2).
-ENGINE_VERSION2 = 3
+ENGINE_VERSION2 = 4
 #: Bits of a level word (``LEVEL_DATA``): two's complement, 8 fraction bits, -256..+256.
 LEVEL_WIDTH = 9
-_ADDR_BITS = (LANE_CAPACITY - 1).bit_length() + 1
+#: Bits of WRAP and STEP_ADDR: a lane address and one more (a build's lane capacity is at
+#: most ``MAX_LANE_CAPACITY``; START refuses a WRAP above the build's own).
+_ADDR_BITS = (MAX_LANE_CAPACITY - 1).bit_length() + 1
 
 
 class ErrorBit2(enum.IntEnum):
@@ -150,7 +152,14 @@ REGISTERS2: tuple[Register, ...] = (
               "last beat)"),
     ), "Sticky error flags, cleared by CTRL.CLEAR_ERRORS.", "control"),
     # (As engine v1's.)
-    _V1.register("ERROR_COUNT"), _V1.register("IRQ_ENABLE"), _V1.register("IRQ_STATUS"),
+    _V1.register("ERROR_COUNT"), _V1.register("IRQ_ENABLE"),
+    Register("IRQ_STATUS", 0x034, "w1c", (
+        Field("done", 0, 1, 0, "an epoch finished: STATUS.DONE rose, or EPOCHS_DONE stepped "
+              "(a memory run's every epoch)"),
+        Field("error", 1, 1, 0, "an error event (every event ERROR_COUNT counts)"),
+    ), "Pending interrupt events, set whether or not enabled; writing 1 to a bit clears it "
+       "(an event in the same cycle wins). `irq` is high while a pending bit is enabled.",
+       "interrupt"),
     Register("EPOCHS_DONE", 0x038, "ro", _one("epochs_done"),
              "Epochs of the memory run finished (reset by CTRL.RUN).", "control"),
     # -- run configuration: the core's settings (core_settings) -----------------------------
@@ -169,10 +178,11 @@ REGISTERS2: tuple[Register, ...] = (
     Register("PLAN", 0x044, "rw", (
         Field("g_log2", 0, 3, _D["g_log2"], "log2 of the lane classes' period g "
               "(`LanePlan.g_log2`)"),
-        Field("wrap", 8, _ADDR_BITS, _D["wrap"], "addresses a lane's features take "
-              "(`LanePlan.wrap`, 1..512)"),
-        Field("last_valid", 24, 8, _D["last_valid"], "positions of the last window "
+        Field("last_valid", 4, 9, _D["last_valid"], "positions of the last window "
               "(`LanePlan.last_valid`, 1..L)"),
+        Field("wrap", 16, _ADDR_BITS, _D["wrap"], "addresses a lane's features take "
+              "(`LanePlan.wrap`, 1..the build's lane capacity: 512, more for a large N_max, "
+              "`EngineParams2.lane_capacity`)"),
     ), "The epoch's lane plan (`zipsgd.spec.engine2.lane_plan`).", "config"),
     _setting("STEP_ADDR", 0x048, "step_addr", _ADDR_BITS,
              "address step per window (`LanePlan.step`)", "The lanes' address step per window."),

@@ -10,7 +10,7 @@ Stream format v2 (samples back to back; what ``.zsgd`` files hold and the v2 eng
 sample of ``n + 1`` fields takes ``F = sample_fields(n)`` field slots: ``F = n + 1`` when
 ``n + 1 <= GROUP_LIMIT`` (512), else ``n + 1`` rounded up to a multiple of the smallest power
 of two ``g`` with ``ceil((n + 1)/g) <= GROUP_LIMIT``, the slots after field ``n`` zero (the
-engine's lanes hold 512 features each, ``docs/HARDWARE.md``; this costs under
+engine's lanes hold at least 512 features each, ``docs/HARDWARE.md``; this costs under
 ``2/GROUP_LIMIT`` of the bits).  A stream with per-feature level tables (a level table whose
 rows are not all the same, :func:`per_feature_levels`; ``StreamLayout.tables``) uses
 ``TABLE_GROUP_LIMIT`` (128, the features a lane's level tables hold) in place of

@@ -74,6 +74,30 @@ def test_start_refusals_flags_and_done():
     simulate(tb)
 
 
+def test_settings_the_core_could_not_hold_are_refused():
+    """WRAP above the build's lane capacity, STEP_ADDR not below WRAP and LAST_VALID above the
+    lanes: the register fields are wider than the core's ports, so START refuses them
+    (BAD_CONFIG) rather than let the ports drop their high bits."""
+    cap = PARAMS.lane_capacity
+    for name, value in [("wrap", cap + 1), ("step_addr", 11), ("last_valid", PARAMS.lanes + 1),
+                        ("wrap", cap), ("step_addr", 10), ("last_valid", PARAMS.lanes)]:
+        async def tb(ctx, dut, name=name, value=value):
+            ctrl, status = dut.ctrl, dut.status
+            good_config(ctx, ctrl)
+            ctx.set(getattr(ctrl, name), value)
+            if name == "wrap":
+                ctx.set(ctrl.step_addr, 0)
+            await ctx.tick().repeat(2)
+            ctx.set(ctrl.start, 1)
+            bad = (name == "wrap" and value > cap) or (name == "step_addr" and value >= 11) \
+                or (name == "last_valid" and value > PARAMS.lanes)
+            assert ctx.get(dut.core_start) == (not bad), (name, value)
+            await ctx.tick()
+            ctx.set(ctrl.start, 0)
+            assert ctx.get(status.error_flags) == (bad << ErrorBit2.BAD_CONFIG), (name, value)
+        simulate(tb)
+
+
 def test_model_port_answers_after_the_read_latency():
     async def tb(ctx, dut):
         port = dut.model

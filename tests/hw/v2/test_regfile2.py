@@ -104,6 +104,29 @@ def test_level_writes_refused_while_busy_and_past_n_max():
     assert writes == [(PARAMS.max_features, 0, 6)]
 
 
+def test_every_epoch_of_a_memory_run_raises_the_done_interrupt():
+    """In a memory run the next epoch starts in the cycle the last ends, so STATUS.DONE does
+    not rise between them: EPOCHS_DONE's step sets IRQ_STATUS.DONE; its reset at CTRL.RUN
+    does not."""
+    async def tb(ctx, dut, manager, _):
+        await manager.write_word(ctx, OFF["IRQ_ENABLE"], 1)         # done
+        ctx.set(dut.status.epochs_done, 3)                          # (a reset from 3: none)
+        await ctx.tick().repeat(2)
+        ctx.set(dut.status.epochs_done, 0)
+        await ctx.tick().repeat(3)
+        assert await manager.read_word(ctx, OFF["IRQ_STATUS"]) == 0
+        assert not ctx.get(dut.irq)
+        for epoch in (1, 2):
+            ctx.set(dut.status.epochs_done, epoch)                  # STATUS.DONE stays 0
+            await ctx.tick().repeat(3)
+            assert ctx.get(dut.irq), epoch
+            assert await manager.read_word(ctx, OFF["IRQ_STATUS"]) == 1
+            await manager.write_word(ctx, OFF["IRQ_STATUS"], 1)     # cleared by the handler
+            await ctx.tick().repeat(2)
+            assert not ctx.get(dut.irq), epoch
+    simulate(tb)
+
+
 def test_the_document_is_the_rendering():
     doc = Path(__file__).resolve().parents[3] / "docs" / "REGISTERS2.md"
     assert doc.read_text() == regs.render()
@@ -117,8 +140,9 @@ def test_every_core_setting_has_a_field_of_its_width():
     for name in core_settings(RunConfig2(), lane_plan(RunConfig2(), PARAMS, 1)):
         width = len(getattr(core, name))
         assert members[name] >= width, name
-        # Wider fields only where the core's port is sized by N_max (BAD_CONFIG checks it).
-        assert members[name] == width or name == "n_features", name
+        # Wider fields only where the core's port is sized by the build (N_max, its lane
+        # capacity): BAD_CONFIG refuses what the port could not hold.
+        assert members[name] == width or name in ("n_features", "wrap", "step_addr"), name
 
 
 def test_write_lists_refuse_values_that_do_not_fit():
@@ -126,6 +150,6 @@ def test_write_lists_refuse_values_that_do_not_fit():
         regs.level_writes([[-256, 300, 256]])
     cfg = RunConfig2(n_features=3)
     plan = lane_plan(cfg, PARAMS, 5)
-    bad = plan.__class__(**{**plan.__dict__, "wrap": 1 << 12})
+    bad = plan.__class__(**{**plan.__dict__, "wrap": 1 << 16})
     with pytest.raises(ConfigError, match="PLAN.wrap"):
         regs.config_writes(cfg, bad)

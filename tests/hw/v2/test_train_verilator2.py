@@ -12,7 +12,13 @@ from zipsgd.host.pack import pack_source
 from zipsgd.host.study import run_demo
 from zipsgd.host.train import TrainSettings, load_scaled, train_in_memory, train_stream_file
 from zipsgd.host.zsgd_file import StreamFile
-from zipsgd.spec.engine2 import BOARD_PARAMS2
+from zipsgd.spec.engine2 import (
+    BOARD_PARAMS2,
+    LANE_CAPACITY,
+    EngineParams2,
+    RunConfig2,
+    lane_plan,
+)
 
 # The build of the engine v2 tests (W = 64, N_max = 4096, B_max = 512): cached once.
 SETTINGS = TrainSettings(backend="verilator2", bits=3, epochs=2, batch_size=16, step_size=0.25,
@@ -28,6 +34,20 @@ def test_in_memory_training_is_bit_exact_with_the_golden_model():
     assert [[e[k] for k in keys] for e in report["epochs"]] == \
         [[e[k] for k in keys] for e in golden["epochs"]]
     assert all(e["cycles"] >= e["beats"] for e in report["epochs"])
+
+
+def test_samples_of_n_max_features():
+    """Samples of exactly N_max = 32768 features on the command line's build: 32,896 slots
+    (padded to a multiple of 128, ``sample_fields``) over 32 lanes put 1,028 features in each
+    lane, beyond the 512 of a smaller build (``EngineParams2.lane_capacity``: 2,048 here)."""
+    settings = replace(SETTINGS, max_features=32768, bits=1, batch_size=2, epochs=1,
+                       step_size="auto")
+    params = EngineParams2(64, 32768, 512)
+    plan = lane_plan(RunConfig2(n_features=32768, bits=1, batch_size=2), params, 6)
+    assert plan.wrap == 1028 > LANE_CAPACITY and params.lane_capacity == 2048
+    data = load_scaled("synthetic:32768:6:1")
+    report = train_in_memory(data, settings)
+    assert report["bit_exact"] is True and report["epochs"][0]["updates"] == 3
 
 
 def test_optimal_levels_are_loaded_through_the_registers():

@@ -34,7 +34,6 @@ from amaranth.lib.wiring import In, Out
 
 from zipsgd.spec.engine import DECAY_WIDTH, MODEL_STORAGE_WIDTH
 from zipsgd.spec.engine2 import (
-    LANE_CAPACITY,
     LOSS_ACC_WIDTH,
     PARTIAL_REUSE,
     RESIDUAL_WIDTH,
@@ -86,7 +85,7 @@ def _settings(params: EngineParams2, aw: int) -> dict:
         "double_sampled": In(1),
         "per_feature": In(1), "raw": In(1), "short_samples": In(1),
         "g_log2": In(3), "wrap": In(aw + 1), "step_addr": In(aw + 1),
-        "last_window": In(32), "last_valid": In(8),
+        "last_window": In(32), "last_valid": In(9),
         "n_features": In(mw), "batch_positions": In(32), "batches": In(32), "exact": In(1),
         "forward_frac": In(5), "step": In(STEP_WIDTH), "residual_shift": In(6),
         "rounding": In(2), "update_shift": In(6), "forward_shift": In(5),
@@ -108,7 +107,7 @@ class Core2(wiring.Component):
     def __init__(self, params: EngineParams2):
         self.params = params
         _lanes, groups = params.lanes, params.lanes // GROUP
-        aw = (LANE_CAPACITY - 1).bit_length()
+        aw = (params.lane_capacity - 1).bit_length()
         mw = (params.max_features - 1).bit_length() + 1
         super().__init__({
             "beats": In(stream.Signature(beat_layout(params.bus_width))),
@@ -132,11 +131,11 @@ class Core2(wiring.Component):
         p = self.params
         lanes, units, groups = p.lanes, p.update_units, self.groups
         m.submodules.gearbox = gb = FieldGearbox(p.bus_width)
-        m.submodules.seq = seq = WindowSequencer(lanes, (LANE_CAPACITY - 1).bit_length())
+        m.submodules.seq = seq = WindowSequencer(lanes, (p.lane_capacity - 1).bit_length())
         m.submodules.segsum = seg = SegmentedSum(lanes, PRODUCT_WIDTH, p.dot_width)
         m.submodules.updater = upd = Updater(p)
         m.submodules.gens = gens = XorshiftBank(count=units + groups)
-        self.lane = [Lane(LANE_CAPACITY, raw=k % 4 == 0) for k in range(lanes)]
+        self.lane = [Lane(p.lane_capacity, raw=k % 4 == 0) for k in range(lanes)]
         for k, lane in enumerate(self.lane):
             m.submodules[f"lane{k}"] = lane
         # An epoch begins the cycle after its ``start`` (``busy`` from then on): a register,
@@ -167,7 +166,7 @@ class Core2(wiring.Component):
         Returns the flags' head (``start``, ``end``, ``valid``, ``last``, ``final``) and the
         data heads (``slots``, ``addr``)."""
         lanes = self.params.lanes
-        aw = (LANE_CAPACITY - 1).bit_length()
+        aw = (self.params.lane_capacity - 1).bit_length()
         h = _Bag()
         flags = m.submodules.flags = WindowStage(data.StructLayout({
             "start": lanes, "end": lanes, "valid": lanes, "last": 1, "final": 1}),
@@ -356,7 +355,7 @@ class Core2(wiring.Component):
         # follow the originals a cycle late; an error is the decision's own framing error).
         space_far, space = Signal(), Signal(name="space_ctl")
         ring = RING_DEPTH * self.groups
-        m.d.sync += [space_far.eq(((c.wp - c.rp) < LANE_CAPACITY - 10) &
+        m.d.sync += [space_far.eq(((c.wp - c.rp) < self.params.lane_capacity - 10) &
                                   (c.started + 3 * self.groups + 4 <= c.s_replayed + ring - 2)),
                      space.eq(space_far)]
         running, refreshing = Signal(name="running_ctl"), Signal(name="refreshing_ctl")
@@ -575,7 +574,7 @@ class Core2(wiring.Component):
     # -- replays: gradient terms into the partials --------------------------------------------
     def _replay(self, m, h, f, c):
         groups = self.groups
-        aw = (LANE_CAPACITY - 1).bit_length()
+        aw = (self.params.lane_capacity - 1).bit_length()
         rlog = (groups - 1).bit_length()
         # Pass records (made a cycle after the issue from registers, written a cycle later):
         # the first sample count, the last sample, the groups with a start, the first batch's
@@ -604,7 +603,7 @@ class Core2(wiring.Component):
         issue1, wp1 = delay_line(m, issue1, 1, "rec_issue2"), delay_line(m, wp1, 1, "rec_wp2")
         # (The records' read never meets their write: a record is fetched once written.  The
         # replay memories' transparent read ports keep Yosys's default collision behaviour.)
-        info = memory.Memory(shape=len(record), depth=LANE_CAPACITY, init=[])
+        info = memory.Memory(shape=len(record), depth=self.params.lane_capacity, init=[])
         m.submodules.passes = info
         iw = info.write_port()
         ir = info.read_port()
@@ -707,7 +706,8 @@ class Core2(wiring.Component):
                          e_hi.eq(_choose(values, rank + 1) if g else values[1])]
             for k in range(g * GROUP, (g + 1) * GROUP):
                 lane = self.lane[k]
-                mem = memory.Memory(shape=len(lane.f2) + aw + 3, depth=LANE_CAPACITY, init=[])
+                mem = memory.Memory(shape=len(lane.f2) + aw + 3,
+                                    depth=self.params.lane_capacity, init=[])
                 m.submodules[f"replay{k}"] = mem
                 w = mem.write_port()
                 r = mem.read_port(transparent_for=(w,))

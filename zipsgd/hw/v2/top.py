@@ -43,7 +43,9 @@ class EngineControl2(wiring.Component):
     """Between the register file and the core.
 
     * A START is refused (START_WHILE_BUSY) while the core is busy, and (BAD_CONFIG) with a
-      configuration that could not end an epoch; otherwise it starts the core.
+      configuration that could not end an epoch or that the core's settings could not hold
+      (WRAP above the build's lane capacity, STEP_ADDR not below WRAP, LAST_VALID above
+      the lanes); otherwise it starts the core.
     * ``done`` is set by the core's end of epoch and cleared by START; the error flags are
       sticky until CLEAR_ERRORS; ``error_count`` counts every error event.
     * The model port: every access registers its index (the core's address comes from a
@@ -85,7 +87,10 @@ class EngineControl2(wiring.Component):
         beat = p.bus_width // 8 - 1
         m.d.sync += [bad.eq((ctrl.n_features == 0) | (ctrl.n_features > p.max_features)
                             | (ctrl.batches == 0) | (ctrl.wrap == 0) | (ctrl.last_valid == 0)
-                            | (ctrl.field_width == 0)),
+                            | (ctrl.field_width == 0)
+                            # (What the core's narrower ports could not hold.)
+                            | (ctrl.wrap > p.lane_capacity) | (ctrl.step_addr >= ctrl.wrap)
+                            | (ctrl.last_valid > p.lanes)),
                      bad_run.eq(((ctrl.run_base & beat) != 0) | ((ctrl.run_bytes & beat) != 0)
                                 | (ctrl.run_bytes == 0) | (ctrl.run_epochs == 0))]
         events = Signal(len(ErrorBit2))

@@ -82,7 +82,7 @@ class Updater(wiring.Component):
     def __init__(self, params: EngineParams2):
         self.params = params
         lanes, units = params.lanes, params.update_units
-        self.capacity = 512
+        self.capacity = params.lane_capacity
         aw = (self.capacity - 1).bit_length()
         self.bank_depth = -(-(params.max_features + 1) // units)
         mw = (params.max_features - 1).bit_length() + 1
