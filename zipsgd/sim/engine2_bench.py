@@ -19,7 +19,7 @@ import os
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles
+from cocotb.triggers import ClockCycles, FallingEdge
 from cocotbext.axi import (
     AxiLiteBus,
     AxiLiteMaster,
@@ -346,3 +346,86 @@ async def engine2_memory_errors(dut):
     await _run(tb, run, [])
     ram.fail.clear()
     await _memory_run(tb, ram, dict(run, epochs=2), [])
+
+
+# -- resets mid-stream ------------------------------------------------------------------------
+def _reset_words(params: EngineParams2) -> dict[int, int]:
+    """Every readable register a reset defines, with its word: the identity constants, and
+    the others' reset values (not the model window's data, which a read steps)."""
+    identity = {"ID": ENGINE_ID, "VERSION": regs.ENGINE_VERSION2, "BUS_WIDTH": params.bus_width,
+                "MAX_FEATURES": params.max_features, "MAX_BATCH": params.max_batch,
+                "LANES": params.lanes, "UPDATE_UNITS": params.update_units}
+    words = {_offset(name): value for name, value in identity.items()}
+    for reg in regs.MAP.registers:
+        if reg.group != "identity" and reg.access != "wo" and reg.name != "MODEL_DATA":
+            words[reg.offset] = sum(f.reset << f.lsb for f in reg.fields)
+    return words
+
+
+async def _reset_point(tb: TB2, run: dict, point: dict) -> dict:
+    """An epoch of ``run`` measured (bit-exact); the same epoch again, reset after
+    ``point["fraction"]`` of its busy cycles with its stream still offered, for
+    ``point["cycles"]`` cycles; every register then reads its reset value, and the epoch once
+    more is bit-exact in as many cycles as the first (nothing of the reset one remains)."""
+    dut, params = tb.dut, tb.params
+    first: list = []
+    await _run(tb, run, first)
+    busy = first[0]["cycles_busy"]
+    setup = prepare_run(params, run)
+    await tb.writes(regs.config_writes(setup.config, setup.plan,
+                                       per_feature=setup.per_feature, seed=True))
+    if setup.table is not None:
+        await tb.writes(regs.level_writes(setup.table if setup.per_feature
+                                          else setup.table[:1]))
+    await tb.write_model(setup.model)
+    await tb.write(_offset("IRQ_STATUS"), 3)           # (the measured epoch's events)
+    await tb.write(_offset("IRQ_ENABLE"), 1)           # irq: the epoch's end
+    fields, layout = random_fields(setup.rng, setup.config, run["samples"], params.bus_width,
+                                   setup.per_feature)
+    total = len(pack_stream(fields, layout)) * 8 // params.bus_width
+    taken = 0
+
+    async def count():
+        nonlocal taken
+        while True:
+            await FallingEdge(dut.clk)          # (the handshake of the next rising edge)
+            if dut.s_axis_tvalid.value == 1 and dut.s_axis_tready.value == 1:
+                taken += 1
+    counter = cocotb.start_soon(count())
+    await tb.write(_offset("CTRL"), 1)
+    await tb.source.send(AxiStreamFrame(_beats_bytes(fields, layout)))
+    await ClockCycles(dut.clk, int(point["fraction"] * busy))
+    await FallingEdge(dut.clk)
+    done = int(dut.irq.value)
+    landed = ("stream" if taken < total else "update" if not done else "idle")
+    dut.rst.value = 1                                  # (the source's beat still offered)
+    await ClockCycles(dut.clk, point["cycles"])
+    counter.cancel()
+    dut.rst.value = 0
+    await ClockCycles(dut.clk, 2)
+    for offset, word in _reset_words(params).items():
+        got = await tb.read(offset)
+        assert got == word, (point, regs.MAP.register_at(offset).name, got, word)
+    again: list = []
+    await _run(tb, run, again)
+    assert again[0]["cycles_busy"] == busy, (point, again, first)
+    return {"fraction": point["fraction"], "cycles": point["cycles"], "landed": landed,
+            "taken": taken, "beats": total, "cycles_busy": busy}
+
+
+@cocotb.test()
+async def engine2_resets(dut):
+    """Every point of ``test_params()["points"]`` (``run``: an index into ``runs``), each
+    reported with where it landed: in the stream, after its last beat (the updates), or
+    after the epoch's end."""
+    spec = test_params()
+    tb = TB2(dut, EngineParams2(**spec["params"]))
+    await tb.reset()
+    report = []
+    for point in spec["points"]:
+        run = dict(spec["runs"][point["run"]], epochs=1)
+        report.append(await _reset_point(tb, run, point))
+    path = os.environ.get("ZIPSGD_SIM_REPORT")
+    if path:
+        with open(path, "w") as f:
+            json.dump(report, f)

@@ -14,7 +14,8 @@ from ..spec.engine2 import EngineParams2
 from . import runner
 from .engine_sim import run_job
 
-__all__ = ["run_engine2", "engine2_runs", "memory_runs", "run_training_job2", "epoch_writes"]
+__all__ = ["run_engine2", "engine2_runs", "memory_runs", "reset_points", "run_training_job2",
+           "epoch_writes"]
 
 
 def engine2_runs() -> list[dict]:
@@ -47,8 +48,18 @@ def memory_runs() -> list[dict]:
     ]
 
 
+def reset_points() -> list[dict]:
+    """Resets of an epoch of each of :func:`engine2_runs` (``run``: its index) after a fraction
+    of the epoch's busy cycles: early and midway in the stream, late (after its last beat,
+    in the updates, for the runs whose last update outlasts the stream) and after its end,
+    held for 1 to 5 cycles."""
+    fractions = (0.05, 0.5, 0.97, 1.3)
+    return [{"run": r, "fraction": f, "cycles": 1 + (r + k) % 5}
+            for r in range(len(engine2_runs())) for k, f in enumerate(fractions)]
+
+
 def run_engine2(params: EngineParams2, runs: list[dict], report_dir=None,
-                testcase: str = "engine2_matches_golden", **kwargs) -> list[dict]:
+                testcase: str = "engine2_matches_golden", points=None, **kwargs) -> list[dict]:
     """Build (cached by the Verilog's hash) and run ``testcase`` on ``runs``; every epoch is
     checked bit for bit against the golden model.  Returns each epoch's ``beats`` and
     ``cycles_busy`` (read from the registers)."""
@@ -56,7 +67,8 @@ def run_engine2(params: EngineParams2, runs: list[dict], report_dir=None,
         report = Path(report_dir or tmp) / "report.json"
         runner.build_and_test(ZipsgdEngine2(params), TOP_NAME2, "zipsgd.sim.engine2_bench",
                               testcase=testcase,
-                              test_params={"params": params.__dict__, "runs": runs},
+                              test_params={"params": params.__dict__, "runs": runs,
+                                           **({"points": points} if points else {})},
                               extra_env={"ZIPSGD_SIM_REPORT": str(report)}, **kwargs)
         return json.loads(report.read_text()) if report.exists() else []
 

@@ -6,7 +6,9 @@ read errors."""
 
 from __future__ import annotations
 
-from zipsgd.sim.engine2_sim import engine2_runs, memory_runs, run_engine2
+import collections
+
+from zipsgd.sim.engine2_sim import engine2_runs, memory_runs, reset_points, run_engine2
 from zipsgd.spec.engine2 import EngineParams2
 
 PARAMS = EngineParams2(64, 4096, 512)
@@ -36,3 +38,14 @@ def test_engine2_memory_runs(tmp_path, sim_options):
 def test_engine2_memory_errors(tmp_path, sim_options):
     run_engine2(PARAMS, memory_runs()[:1], tmp_path, testcase="engine2_memory_errors",
                 **sim_options)
+
+
+def test_engine2_resets_mid_stream(tmp_path, sim_options):
+    """16 resets, each of an epoch of every run of ``engine2_runs``: in its stream, in its
+    updates after the last beat, after its end; every register then reads its reset value
+    and the epoch again is bit-exact in as many cycles as before."""
+    report = run_engine2(PARAMS, engine2_runs(), tmp_path, testcase="engine2_resets",
+                         points=reset_points(), **sim_options)
+    assert len(report) == len(reset_points())
+    landed = collections.Counter(r["landed"] for r in report)
+    assert landed["stream"] >= 6 and landed["update"] >= 4 and landed["idle"] >= 4, landed
