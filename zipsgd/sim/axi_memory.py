@@ -1,6 +1,7 @@
 """A memory for the engine's AXI4 read master under cocotb: cocotbext-axi's ``AxiRamRead``
 with DRAM-like timing (each burst's data starts 20-100 cycles after its address, random;
-bursts in order, several addresses accepted ahead) and read errors on chosen addresses."""
+bursts in order, several addresses accepted ahead), optional stalls of both channels
+(``arready`` low, gaps between R beats) and read errors on chosen addresses."""
 
 from __future__ import annotations
 
@@ -30,6 +31,21 @@ class DramRead(AxiRamRead):
         super().__init__(bus, clock, reset, size=size)
         self.ar_channel.queue_occupancy_limit = ahead
         cocotb.start_soon(self._count())
+
+    def pauses(self, probability: float, seed: int) -> None:
+        """Stall the AR channel (``arready`` low) and the R channel (no beat) each cycle with
+        ``probability``, seeded; 0: no stalls."""
+        for k, channel in enumerate((self.ar_channel, self.r_channel)):
+            if not probability:
+                channel.set_pause_generator(None)
+                channel.pause = False     # (cocotbext-axi keeps the last pause value)
+                continue
+            rng = random.Random(seed * 2 + k)
+
+            def stalls(rng=rng):
+                while True:
+                    yield rng.random() < probability
+            channel.set_pause_generator(stalls())
 
     async def _count(self):
         while True:

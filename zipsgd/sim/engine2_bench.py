@@ -254,6 +254,7 @@ async def _wait_run(tb: TB2, limit: int = 4_000_000) -> int:
 
 async def _memory_run(tb: TB2, ram: DramRead, run: dict, report: list):
     params = tb.params
+    ram.pauses(run.get("pause", 0.0), run.get("data_seed", 1))
     setup = prepare_run(params, run)
     cfg, golden = setup.config, setup.golden
     await tb.writes(regs.config_writes(cfg, setup.plan, per_feature=setup.per_feature,

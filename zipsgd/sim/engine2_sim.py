@@ -37,10 +37,11 @@ def engine2_runs() -> list[dict]:
 
 def memory_runs() -> list[dict]:
     """Memory runs (CTRL.RUN, several epochs of one stream): every encoding, both update
-    modes, short samples."""
+    modes, short samples; the first with the memory stalling its AR and R channels a quarter
+    of the cycles (``DramRead.pauses``)."""
     return [
         {"encoding": "double", "bits": 3, "n": 30, "batch": 4, "mode": "delayed",
-         "samples": 24, "epochs": 3, "data_seed": 5, "levels": "random"},
+         "samples": 24, "epochs": 3, "data_seed": 5, "levels": "random", "pause": 0.25},
         {"encoding": "single", "bits": 8, "n": 5, "batch": 16, "mode": "exact",
          "rounding": "half_even", "samples": 40, "epochs": 2, "data_seed": 6},
         {"encoding": "raw32", "bits": 32, "n": 9, "batch": 2, "mode": "delayed",
