@@ -5,10 +5,13 @@ cycles from a seeded pause pattern), and the status registers and model words re
 compared with the golden model of engine v2 after every epoch, bit for bit.
 
 ``test_params``: ``params`` (``EngineParams2`` fields) and ``runs`` as for the core's bench
-(``zipsgd/sim/core2_sim.py``).  ``engine2_errors`` checks the error flags, the refusals and the
-drain after a framing error.  ``engine2_memory_runs`` runs each run's epochs from memory
-(CTRL.RUN: the engine's AXI4 master reads one packed stream, the same every epoch, from
-cocotbext-axi's ``AxiRamRead`` with 20-100 cycles of latency per burst), and a read error.
+(``zipsgd/sim/core2_sim.py``; a run's ``pattern``, a stress pattern of ``zipsgd/sim/stress.py``,
+sets the input's idle cycles, and its ``axil_pauses`` pauses every AXI4-Lite channel).
+``engine2_errors`` checks the error flags, the refusals and the drain after a framing error.
+``engine2_memory_runs`` runs each run's epochs from memory (CTRL.RUN: the engine's AXI4
+master reads one packed stream, the same every epoch, from cocotbext-axi's ``AxiRamRead``
+with 20-100 cycles of latency per burst), and a read error.  ``engine2_resets`` resets an
+epoch mid-stream.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from zipsgd.sim.core2_sim import prepare_run, random_fields, run_config
 from zipsgd.sim.runner import test_params
 from zipsgd.sim.soak import logged_run
 from zipsgd.sim.soak2 import soak_run2
+from zipsgd.sim.stress import make_pattern
+from zipsgd.sim.stress_bench import set_axil_pauses
 from zipsgd.spec import registers2 as regs
 from zipsgd.spec.engine2 import EngineParams2, lane_plan
 from zipsgd.spec.registers import ENGINE_ID
@@ -127,6 +132,10 @@ async def _run(tb: TB2, run: dict, report: list):
         await tb.writes(regs.level_writes(table if per_feature else table[:1]))
     await tb.write_model(model)
     tb.idle(run.get("idle", 0.0), run.get("data_seed", 1) + 1)
+    if run.get("pattern"):                     # a stress pattern's idle cycles instead
+        pattern = make_pattern(run["pattern"])
+        tb.source.set_pause_generator(pattern.pauses() if pattern else None)
+    set_axil_pauses(tb, run.get("axil_pauses"))
     for epoch in range(run["epochs"]):
         fields, layout = random_fields(rng, cfg, run["samples"], params.bus_width,
                                       per_feature)

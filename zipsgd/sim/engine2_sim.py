@@ -13,9 +13,10 @@ from ..spec import registers2
 from ..spec.engine2 import EngineParams2
 from . import runner
 from .engine_sim import run_job
+from .stress import patterns
 
-__all__ = ["run_engine2", "engine2_runs", "memory_runs", "reset_points", "run_training_job2",
-           "epoch_writes"]
+__all__ = ["run_engine2", "engine2_runs", "memory_runs", "reset_points", "stress_runs2",
+           "run_training_job2", "epoch_writes"]
 
 
 def engine2_runs() -> list[dict]:
@@ -47,6 +48,16 @@ def memory_runs() -> list[dict]:
         {"encoding": "raw32", "bits": 32, "n": 9, "batch": 2, "mode": "delayed",
          "rounding": "truncate", "samples": 12, "epochs": 2, "data_seed": 7},
     ]
+
+
+def stress_runs2(n_random: int = 20, seed: int = 0) -> list[dict]:
+    """An epoch of the runs of :func:`engine2_runs` in turn under each stress pattern
+    (``zipsgd.sim.stress.patterns``: the fixed ones, then ``n_random`` random), every other
+    one with the AXI4-Lite channels paused by a pattern of their own."""
+    base = engine2_runs()
+    return [dict(base[k % len(base)], epochs=1, idle=0.0, pattern=pattern, data_seed=100 + k,
+                 axil_pauses={"kind": "bernoulli", "p": 0.3, "seed": k} if k % 2 else None)
+            for k, pattern in enumerate(patterns(n_random, seed))]
 
 
 def reset_points() -> list[dict]:

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import collections
 
-from zipsgd.sim.engine2_sim import engine2_runs, memory_runs, reset_points, run_engine2
+from zipsgd.sim.engine2_sim import (
+    engine2_runs,
+    memory_runs,
+    reset_points,
+    run_engine2,
+    stress_runs2,
+)
 from zipsgd.spec.engine2 import EngineParams2
 
 PARAMS = EngineParams2(64, 4096, 512)
@@ -49,3 +55,16 @@ def test_engine2_resets_mid_stream(tmp_path, sim_options):
     assert len(report) == len(reset_points())
     landed = collections.Counter(r["landed"] for r in report)
     assert landed["stream"] >= 6 and landed["update"] >= 4 and landed["idle"] >= 4, landed
+
+
+def test_engine2_stress_patterns(tmp_path, sim_options):
+    """An epoch under each of 26 idle patterns of the input (6 fixed, 20 random), every other
+    one with the AXI4-Lite channels paused too: every epoch bit-exact."""
+    runs = stress_runs2()
+    report = run_engine2(PARAMS, runs, tmp_path, **sim_options)
+    assert len(report) == len(runs) == 26
+    # The patterns hold the input back: one beat in 24 (case 3) stretches the 377-beat epoch
+    # of n = 300 five times beyond its runs under the random patterns; the input idle 85 % of
+    # the cycles (case 4) lengthens the epoch that case 0 streams without a gap.
+    busy = [r["cycles_busy"] for r in report]
+    assert busy[3] > 5 * min(busy[7::4]) and busy[4] > busy[0]
