@@ -20,6 +20,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from . import __version__
+from .backends.soc import load_soc_facts
 from .host import report as reporting
 from .host.backend import backend_names
 from .host.datasets import open_source
@@ -369,6 +370,11 @@ def _add_train_options(p) -> None:
 
 
 def _settings(args) -> TrainSettings:
+    build = {}
+    if args.backend == "soc" and args.soc:
+        # The board's engine is the bitstream's: its N_max and B_max are in its soc.json.
+        params = load_soc_facts(args.soc).get("params", {})
+        build = {key: params[key] for key in ("max_features", "max_batch") if key in params}
     return TrainSettings(
         backend=args.backend, encoding=args.encoding, bits=args.bits, bus_width=args.bus_width,
         epochs=args.epochs, batch_size=args.batch_size, step_size=args.step_size,
@@ -376,7 +382,7 @@ def _settings(args) -> TrainSettings:
         rounding=args.rounding, model_width=args.model_format[0],
         model_frac=args.model_format[1], grad_width=args.grad_format[0],
         grad_frac=args.grad_format[1], port=args.port, baud=args.baud, soc=args.soc,
-        lanes=args.lanes)
+        lanes=args.lanes, **build)
 
 
 def _add_train(sub) -> None:

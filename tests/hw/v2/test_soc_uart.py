@@ -5,11 +5,13 @@ run from DRAM, checked against the golden model of engine v2 after every epoch."
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from zipsgd.backends.soc import SocBackend
 from zipsgd.cli import main
 from zipsgd.host import soc as driver
 from zipsgd.host.backend import EpochJob2
@@ -58,3 +60,25 @@ def test_the_command_line_names_a_missing_soc_file(tmp_path, capsys):
                    "--soc", str(path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and "expected the SoC's soc.json" in err[0]
+
+
+def test_the_command_line_takes_the_boards_build_from_its_soc_file(tmp_path, capsys,
+                                                                    monkeypatch):
+    """``--backend soc`` runs the bitstream's engine: N_max and B_max come from its soc.json
+    (the driver then checks them against the engine's identity registers)."""
+    facts = dict.fromkeys(("csrs", "init", "main_ram_base", "main_ram_size", "engine_base",
+                           "clock_hz", "baud"), 0)
+    facts["params"] = {"bus_width": 64, "max_features": 8192, "max_batch": 256}
+    path = tmp_path / "soc.json"
+    path.write_text(json.dumps(facts))
+    seen = []
+
+    def no_board(self, settings, params, jobs, initial_model, progress=None):
+        seen.append(params)
+        raise LinkError("no board answers")
+    monkeypatch.setattr(SocBackend, "run_epochs", no_board)
+    status = main(["train", "synthetic:4:50", "--backend", "soc", "--port", "/dev/null",
+                   "--soc", str(path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "no board answers" in err[0]
+    assert seen == [EngineParams2(64, 8192, 256)]
