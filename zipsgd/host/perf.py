@@ -115,14 +115,14 @@ MEMORY_LEAD_BEATS = READER_BURST * READER_OUTSTANDING
 ENGINE_PROVENANCE = ("measured: ", "estimate: ")
 _U280_ENGINE = ("estimate: W/2 = 256 lanes at 300 MHz, the usual Vitis kernel clock on this "
                 "card; no zipsgd build of an UltraScale+ (its tools are not on PyPI)")
-#: The ULX3S's SoC routed (``zipsgd synth --engine 2``; docs/results/synthesis.md).
+#: The ULX3S's SoC routed (``zipsgd synth``; docs/results/synthesis.md).
 _SOC_ROUTED = "routed at 62.5 MHz (zipsgd synth --engine 2, commit 9367d91)"
 _SOC_ENGINE = {
     "ulx3s-85f": "measured: engine v2's W = 64 board SoC (32 lanes) at the board's 50 MHz "
                  f"system clock, {_SOC_ROUTED}",
-    "orangecrab-85f": "estimate: engine v2's W = 64 board SoC (32 lanes) at the board's 48 MHz "
-                      f"system clock, as the ULX3S's SoC, {_SOC_ROUTED}; this board's SoC "
-                      "not built",
+    "orangecrab-85f": "measured: engine v2's W = 64 board SoC (32 lanes) at the board's 48 MHz "
+                      "system clock, routed at 86.0 MHz (zipsgd synth --engine 2 --board "
+                      "orangecrab-85f, commit fa1b2c0)",
     "ecpix5-85": "estimate: engine v2's W = 64 board SoC (32 lanes) at the board's 50 MHz "
                  f"system clock, as the ULX3S's SoC, {_SOC_ROUTED}; this board's SoC not "
                  "built",
