@@ -60,6 +60,28 @@ def test_merge_sums_counts_of_the_same_point(tmp_path):
     assert coverage.summarize(points)["total"]["line"] == [4, 4]
 
 
+def test_concatenated_runs_merge_as_separate_files(tmp_path):
+    """Engine v2's runs are concatenated into one ``coverage.dat`` (``_finish``): a point that
+    repeats in it sums as if the runs were merged file by file."""
+    a, b = _dat(tmp_path, "a.dat", [3, 0, 1, 0]), _dat(tmp_path, "b.dat", [0, 2, 0, 0])
+    joined = tmp_path / "joined.dat"
+    joined.write_text(a.read_text() + b.read_text())
+    one = sorted((p.key, p.count) for p in coverage.merge([joined]))
+    assert one == sorted((p.key, p.count) for p in coverage.merge([a, b]))
+
+
+def test_engine2s_plan_names_its_benchs_testcases():
+    from zipsgd.sim import engine2_bench
+    from zipsgd.spec.engine2 import EngineParams2
+
+    plan = coverage.coverage_plan2(EngineParams2(64, 4096, 512))
+    assert [name for name, _ in plan] == ["engine2_matches_golden", "engine2_errors",
+                                          "engine2_memory_runs", "engine2_memory_errors",
+                                          "engine2_resets"]
+    assert all(hasattr(engine2_bench, name) for name, _ in plan)
+    assert all(extra["runs"] for _, extra in plan) and plan[-1][1]["points"]
+
+
 def test_lcov_tracefile(tmp_path):
     points = coverage.parse(_dat(tmp_path, "a.dat", [3, 0, 1, 0]))
     info = tmp_path / "coverage.info"

@@ -3,8 +3,12 @@
     python -m zipsgd.sim.coverage [-o build/coverage]          # `make coverage`
     python -m zipsgd.sim.coverage --engine v2 [-o build/coverage-v2]
 
-``--engine v2``: engine v2's core (W = 64, N_max = 4096), line coverage only, under its bit-exact
-sweep, decode-stage and padded-sample runs (``zipsgd/sim/core2_sim.py``).
+``--engine v2``: engine v2 as an IP (``ZipsgdEngine2``: its core, register file, control and
+memory reader; W = 64, N_max = 4096), line coverage only, under the core's bit-exact sweep,
+decode-stage and padded-sample runs (``zipsgd/sim/core2_sim.py``) through the registers and
+the stream, the IP's own runs, the stress patterns, the error family, memory runs and their
+read errors, and the resets mid-stream (``zipsgd/sim/engine2_sim.py``): one simulation each,
+their ``coverage.dat`` merged.
 
 Builds the engine (W = 64, N_max = 1024, B_max = 64) with Verilator's ``--coverage-line
 --coverage-toggle`` (its own build key), with Amaranth's source locations kept in the Verilog
@@ -34,8 +38,8 @@ from pathlib import Path
 from amaranth.back import verilog
 
 from zipsgd.hw.top import TOP_NAME, ZipsgdEngine
-from zipsgd.hw.v2.core import Core2
-from zipsgd.sim import core2_sim, runner, stress
+from zipsgd.hw.v2.top import TOP_NAME2, ZipsgdEngine2
+from zipsgd.sim import core2_sim, engine2_sim, runner, stress
 from zipsgd.sim.toolchain import find_verilator
 from zipsgd.spec.engine import EngineParams, sim_params
 from zipsgd.spec.engine2 import EngineParams2
@@ -306,25 +310,41 @@ def run(out_dir: Path, params: EngineParams = COVERAGE_PARAMS, timeout_s: float 
 COVERAGE_PARAMS2 = EngineParams2(64, 4096, 512)
 
 
+def coverage_plan2(params: EngineParams2) -> list[tuple[str, dict]]:
+    """Engine v2's testcases (``zipsgd/sim/engine2_bench.py``) and their parameters."""
+    e2 = engine2_sim
+    core_runs = core2_sim.sweep_runs(params) + core2_sim.codebook_runs() \
+        + core2_sim.padded_runs()
+    return [("engine2_matches_golden", {"runs": core_runs + e2.engine2_runs()
+                                        + e2.stress_runs2()}),
+            ("engine2_errors", {"runs": e2.engine2_runs()[1:2]}),
+            ("engine2_memory_runs", {"runs": e2.memory_runs()}),
+            ("engine2_memory_errors", {"runs": e2.memory_runs()[:1]}),
+            ("engine2_resets", {"runs": e2.engine2_runs(), "points": e2.reset_points()})]
+
+
 def run_v2(out_dir: Path, params: EngineParams2 = COVERAGE_PARAMS2,
            timeout_s: float = 7200) -> dict:
-    """Line coverage of engine v2's core under its sweep, decode-stage and padded runs."""
+    """Line coverage of engine v2 as an IP under :func:`coverage_plan2`."""
     started = time.monotonic()
-    text = verilog.convert(Core2(params), name=core2_sim.TOP, emit_src=True)
-    built = runner.build(text, core2_sim.TOP, coverage=("line",))
-    runs = core2_sim.sweep_runs(params) + core2_sim.codebook_runs() + core2_sim.padded_runs()
-    result = runner.run(built, "zipsgd.sim.core2_bench", testcase="core2_matches_golden",
-                        test_params={"params": params.__dict__, "runs": runs},
-                        timeout_s=timeout_s)
-    return _finish(out_dir, params, built, result, started)
+    text = verilog.convert(ZipsgdEngine2(params), name=TOP_NAME2, emit_src=True)
+    built = runner.build(text, TOP_NAME2, coverage=("line",))
+    results = [runner.run(built, "zipsgd.sim.engine2_bench", testcase=testcase,
+                          test_params={"params": params.__dict__, **extra},
+                          timeout_s=timeout_s)
+               for testcase, extra in coverage_plan2(params)]
+    return _finish(out_dir, params, built, results, started)
 
 
-def _finish(out_dir: Path, params, built, result, started: float) -> dict:
-    """Keep a run's ``coverage.dat`` in ``out_dir`` and write its reports."""
+def _finish(out_dir: Path, params, built, results, started: float) -> dict:
+    """Keep the runs' ``coverage.dat`` (merged) in ``out_dir`` and write their reports."""
+    results = results if isinstance(results, list) else [results]
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "coverage.dat").write_bytes(result.coverage_file.read_bytes())
+    # (Concatenated: :func:`merge` sums a point's counts wherever it repeats.)
+    (out_dir / "coverage.dat").write_text(
+        "".join(r.coverage_file.read_text(errors="replace") for r in results))
     info = {"params": params.__dict__, "verilator": find_verilator().version,
-            "build_dir": str(built.build_dir), "tests": result.tests,
+            "build_dir": str(built.build_dir), "tests": sum(r.tests for r in results),
             "wall_s": time.monotonic() - started}
     return report(out_dir, info)
 

@@ -201,9 +201,10 @@ async def _flags(tb: TB2) -> int:
 
 @cocotb.test()
 async def engine2_errors(dut):
-    """Refusals and sticky flags: BAD_CONFIG, START_WHILE_BUSY, MODEL_PORT_BUSY, a level or
-    configuration write while busy (SLVERR), a framing error (a stream without ``tlast``,
-    drained up to its ``tlast``); then a correct epoch still matches the golden model."""
+    """Refusals and sticky flags: BAD_CONFIG, START_WHILE_BUSY, MODEL_PORT_BUSY (a model write
+    and a read while busy), a level or configuration write while busy (SLVERR), a framing
+    error (a stream without ``tlast``, drained up to its ``tlast``); then a correct epoch
+    still matches the golden model."""
     spec = test_params()
     tb = TB2(dut, EngineParams2(**spec["params"]))
     await tb.reset()
@@ -226,11 +227,12 @@ async def engine2_errors(dut):
     await tb.write(_offset("CTRL"), 1)
     await tb.write(_offset("CTRL"), 1)
     await tb.write(_offset("MODEL_DATA"), 5)
+    assert await tb.read(_offset("MODEL_DATA")) == 0          # (answered at once, ignored)
     await tb.write(_offset("STEP"), 3, okay=False)
     await tb.write(_offset("LEVEL_DATA"), 3, okay=False)
     assert await _flags(tb) == (1 << ErrorBit2.START_WHILE_BUSY) | \
         (1 << ErrorBit2.MODEL_PORT_BUSY)
-    assert await tb.read(_offset("ERROR_COUNT")) == count + 2
+    assert await tb.read(_offset("ERROR_COUNT")) == count + 3
     # The epoch's stream with tlast on a beat past its end: a framing error, the rest drained.
     rng = np.random.default_rng(3)
     fields, layout = random_fields(rng, cfg, run["samples"], tb.params.bus_width)
