@@ -13,6 +13,8 @@ from cocotb.triggers import Event, RisingEdge
 from cocotbext.axi import AxiRamRead
 from cocotbext.axi.constants import AxiResp
 
+from .stress import make_pattern
+
 __all__ = ["DramRead"]
 
 
@@ -36,16 +38,11 @@ class DramRead(AxiRamRead):
         """Stall the AR channel (``arready`` low) and the R channel (no beat) each cycle with
         ``probability``, seeded; 0: no stalls."""
         for k, channel in enumerate((self.ar_channel, self.r_channel)):
-            if not probability:
-                channel.set_pause_generator(None)
+            pattern = make_pattern({"kind": "bernoulli", "p": probability, "seed": seed * 2 + k}
+                                   if probability else None)
+            channel.set_pause_generator(pattern.pauses() if pattern else None)
+            if pattern is None:
                 channel.pause = False     # (cocotbext-axi keeps the last pause value)
-                continue
-            rng = random.Random(seed * 2 + k)
-
-            def stalls(rng=rng):
-                while True:
-                    yield rng.random() < probability
-            channel.set_pause_generator(stalls())
 
     async def _count(self):
         while True:
